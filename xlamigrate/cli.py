@@ -1,0 +1,195 @@
+"""The `xlamigrate` command: parses flags, calls the engine, picks a reporter, sets the exit code.
+
+Exit codes (as ruff): 0 nothing found, 1 findings or files that could not be checked,
+2 usage, configuration or internal error. Machine output goes to stdout, summaries to stderr.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+
+from xlamigrate import __version__
+from xlamigrate.catalogue import Catalogue, CatalogueError, UnknownCodeError, load_catalogue
+from xlamigrate.config import ConfigError, Settings, load_settings
+from xlamigrate.model import ScanReport
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+app = typer.Typer(
+    name="xlamigrate",
+    help="Find and migrate code that relies on the deprecated XLA_USE_BF16 / XLA_DOWNCAST_BF16 flags.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+class OutputFormat(str, Enum):
+    text = "text"
+    json = "json"
+    sarif = "sarif"
+    github = "github"
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"xlamigrate {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", "-V", callback=_version, is_eager=True, help="Print the version.")
+    ] = False,
+) -> None:
+    """Find and migrate code that relies on the deprecated XLA_USE_BF16 / XLA_DOWNCAST_BF16 flags."""
+
+
+def _codes(values: list[str] | None) -> list[str] | None:
+    """Accepts repeated options and comma-separated lists alike."""
+    if values is None:
+        return None
+    return [code.strip() for value in values for code in value.split(",") if code.strip()]
+
+
+def _fail(message: str) -> NoReturn:
+    typer.echo(f"xlamigrate: error: {message}", err=True)
+    raise typer.Exit(EXIT_ERROR)
+
+
+def _catalogue() -> Catalogue:
+    try:
+        return load_catalogue()
+    except CatalogueError as error:
+        _fail(f"internal error: {error}")
+
+
+@app.command()
+def scan(
+    paths: Annotated[
+        list[Path] | None, typer.Argument(help="Files or folders to scan (default: the current folder).")
+    ] = None,
+    output_format: Annotated[
+        OutputFormat, typer.Option("--format", "--output-format", "-f", help="Output format.")
+    ] = OutputFormat.text,
+    select: Annotated[
+        list[str] | None, typer.Option(help="Rule codes or prefixes to report (replaces the config).")
+    ] = None,
+    ignore: Annotated[
+        list[str] | None, typer.Option(help="Rule codes or prefixes not to report.")
+    ] = None,
+    exclude: Annotated[
+        list[str] | None, typer.Option(help="Extra gitignore-style patterns to skip.")
+    ] = None,
+    exit_zero: Annotated[
+        bool, typer.Option("--exit-zero", help="Exit 0 even when something was found.")
+    ] = False,
+    jobs: Annotated[
+        int, typer.Option("--jobs", "-j", min=0, help="Worker processes (0: one per CPU).")
+    ] = 0,
+    config: Annotated[
+        Path | None, typer.Option(help="Read [tool.xlamigrate] from this pyproject.toml.")
+    ] = None,
+    respect_gitignore: Annotated[
+        bool, typer.Option("--respect-gitignore/--no-respect-gitignore", help="Skip files .gitignore ignores.")
+    ] = True,
+) -> None:
+    """Report every place the code touches a legacy Torch-XLA precision flag."""
+    from xlamigrate.discover import discover
+    from xlamigrate.engine import scan_paths
+
+    targets = paths or [Path(".")]
+    catalogue = _catalogue()
+    settings = _settings(targets, catalogue, config, select, ignore, exclude, respect_gitignore)
+    discovery = discover(targets, settings)
+    if discovery.missing:
+        _fail(f"no such file or directory: {', '.join(discovery.missing)}")
+    for skipped in discovery.skipped:
+        typer.echo(f"xlamigrate: skipped {skipped}: not a file kind xlamigrate checks", err=True)
+    report = scan_paths(targets, settings, catalogue, jobs=jobs or None, discovery=discovery)
+    _print_report(report, catalogue, output_format)
+    code = EXIT_FINDINGS if report.has_problems and not exit_zero else EXIT_CLEAN
+    raise typer.Exit(code)
+
+
+def _settings(
+    targets: list[Path],
+    catalogue: Catalogue,
+    config: Path | None,
+    select: list[str] | None,
+    ignore: list[str] | None,
+    exclude: list[str] | None,
+    respect_gitignore: bool,
+) -> Settings:
+    try:
+        settings = load_settings(targets, catalogue, config)
+        settings = settings.with_overrides(_codes(select), _codes(ignore) or (), exclude or ())
+        catalogue.select(settings.select, settings.ignore)
+    except (ConfigError, UnknownCodeError) as error:
+        _fail(str(error))
+    return settings if respect_gitignore else replace(settings, respect_gitignore=False)
+
+
+def _print_report(report: ScanReport, catalogue: Catalogue, output_format: OutputFormat) -> None:
+    from xlamigrate.report import renderer
+    from xlamigrate.report.text_format import summary
+
+    if output_format is OutputFormat.text and sys.stdout.isatty():
+        from xlamigrate.report.rich_text import print_report
+
+        print_report(report)
+    else:
+        sys.stdout.write(renderer(output_format.value)(report, catalogue))
+        sys.stdout.flush()
+    typer.echo(summary(report), err=True)
+
+
+@app.command()
+def rule(
+    code: Annotated[str | None, typer.Argument(help="The rule code, e.g. XM101.")] = None,
+    show_all: Annotated[bool, typer.Option("--all", help="List every rule.")] = False,
+) -> None:
+    """Explain a rule, or list them all."""
+    catalogue = _catalogue()
+    if show_all:
+        for item in sorted(catalogue.rules.values(), key=lambda r: r.code):
+            fix = item.fix or "none"
+            typer.echo(f"{item.code}  {item.name:<22} {item.severity:<8} fix: {fix:<7} {item.summary}")
+        return
+    if code is None:
+        _fail("give a rule code (e.g. `xlamigrate rule XM101`) or --all")
+    found = catalogue.rules.get(code.upper())
+    if found is None:
+        _fail(f"unknown rule {code!r}; `xlamigrate rule --all` lists them")
+    typer.echo(f"{found.code} ({found.name}): {found.summary}\n")
+    typer.echo(f"Severity: {found.severity}. Fix: {found.fix or 'none'}.\n")
+    typer.echo(found.explanation)
+    if found.references:
+        typer.echo("\nReferences:")
+        for reference in found.references:
+            typer.echo(f"  {reference}")
+
+
+def main() -> None:
+    """Console-script entry point: any unexpected crash becomes exit code 2 with a message."""
+    try:
+        app()
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception as error:  # pragma: no cover - a bug; still honour the exit-code contract
+        typer.echo(f"xlamigrate: internal error: {type(error).__name__}: {error}", err=True)
+        sys.exit(EXIT_ERROR)
+
+
+if __name__ == "__main__":
+    main()

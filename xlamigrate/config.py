@@ -1,0 +1,124 @@
+"""`[tool.xlamigrate]` in the nearest pyproject.toml, plus CLI overrides, as one frozen Settings."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+from xlamigrate.catalogue import Catalogue, UnknownCodeError
+
+SECTION = "xlamigrate"
+_LIST_KEYS = ("select", "ignore", "exclude")
+
+
+class ConfigError(Exception):
+    """A configuration the user must fix: reported with the file, exit code 2."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    root: Path  # excludes are relative to this: the config file's directory, or the cwd
+    select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    mode: str | None = None
+    respect_gitignore: bool = True
+    config_path: Path | None = None
+
+    def with_overrides(
+        self,
+        select: Sequence[str] | None = None,
+        ignore: Sequence[str] = (),
+        exclude: Sequence[str] = (),
+    ) -> Settings:
+        """CLI flags win: --select replaces the configured selection, --ignore/--exclude add."""
+        return replace(
+            self,
+            select=tuple(select) if select is not None else self.select,
+            ignore=self.ignore + tuple(ignore),
+            exclude=self.exclude + tuple(exclude),
+        )
+
+
+def find_config(paths: Sequence[Path]) -> Path | None:
+    """The nearest pyproject.toml with a [tool.xlamigrate] table, above the paths' common folder."""
+    start = _common_directory(paths)
+    for directory in (start, *start.parents):
+        candidate = directory / "pyproject.toml"
+        if candidate.is_file() and SECTION in _tool_tables(candidate):
+            return candidate
+    return None
+
+
+def load_settings(paths: Sequence[Path], catalogue: Catalogue, config: Path | None = None) -> Settings:
+    path = config if config is not None else find_config(paths)
+    if path is None:
+        return Settings(root=Path.cwd())
+    if not path.is_file():
+        raise ConfigError(f"{path}: configuration file not found")
+    table = _tool_tables(path).get(SECTION, {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [tool.{SECTION}] must be a table")
+    return _settings_from_table(path, table, catalogue)
+
+
+def _settings_from_table(path: Path, table: dict[str, Any], catalogue: Catalogue) -> Settings:
+    known = {*_LIST_KEYS, "mode", "respect-gitignore"}
+    unknown = sorted(set(table) - known)
+    if unknown:
+        raise ConfigError(
+            f"{path}: unknown key(s) in [tool.{SECTION}]: {', '.join(unknown)} "
+            f"(known: {', '.join(sorted(known))})"
+        )
+    lists: dict[str, tuple[str, ...]] = {}
+    for key in _LIST_KEYS:
+        value = table.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise ConfigError(f"{path}: [tool.{SECTION}] {key} must be a list of strings")
+        lists[key] = tuple(value)
+    try:
+        catalogue.select(lists["select"], lists["ignore"])
+    except UnknownCodeError as error:
+        raise ConfigError(f"{path}: {error}") from error
+    mode = table.get("mode")
+    if mode is not None and mode not in catalogue.modes:
+        raise ConfigError(f"{path}: mode {mode!r} is not one of {', '.join(catalogue.modes)}")
+    respect = table.get("respect-gitignore", True)
+    if not isinstance(respect, bool):
+        raise ConfigError(f"{path}: [tool.{SECTION}] respect-gitignore must be true or false")
+    return Settings(
+        root=path.parent.resolve(),
+        select=lists["select"],
+        ignore=lists["ignore"],
+        exclude=lists["exclude"],
+        mode=mode,
+        respect_gitignore=respect,
+        config_path=path,
+    )
+
+
+def _tool_tables(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as handle:
+            data = tomllib.load(handle)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: invalid TOML: {error}") from error
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read: {error.strerror}") from error
+    tool = data.get("tool", {})
+    return tool if isinstance(tool, dict) else {}
+
+
+def _common_directory(paths: Sequence[Path]) -> Path:
+    resolved = [path.resolve() for path in paths] or [Path.cwd()]
+    common = Path(os.path.commonpath([str(path) for path in resolved]))
+    return common if common.is_dir() else common.parent

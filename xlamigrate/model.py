@@ -1,0 +1,82 @@
+"""The value types every part of xlamigrate exchanges: findings, fixes, per-file results."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Access = Literal["write", "read", "delete"]
+Severity = Literal["error", "warning", "info"]
+Applicability = Literal["safe", "unsafe", "manual"]
+# Where a write lands: this process's environment, a child process's, or a test's patched one.
+Target = Literal["process", "child", "test"]
+
+ACCESSES: tuple[Access, ...] = ("write", "read", "delete")
+SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
+APPLICABILITIES: tuple[Applicability, ...] = ("safe", "unsafe", "manual")
+
+
+@dataclass(frozen=True)
+class Span:
+    """A region of a file: 1-based lines and columns, end column exclusive (as SARIF counts)."""
+
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+
+
+@dataclass(frozen=True)
+class Fix:
+    """How a finding can be fixed: `safe` keeps behaviour, `unsafe` needs opting in, `manual` never."""
+
+    applicability: Applicability
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    path: str
+    span: Span
+    severity: Severity
+    message: str
+    variable: str | None = None
+    access: Access | None = None
+    value: str | None = None
+    enabled: bool | None = None
+    fix: Fix | None = None
+
+    @property
+    def sort_key(self) -> tuple[str, int, int, str]:
+        return (self.path, self.span.line, self.span.column, self.code)
+
+
+@dataclass(frozen=True)
+class FileError:
+    """A file that could not be read or parsed; always reported, never filtered away."""
+
+    path: str
+    line: int | None
+    message: str
+    code: str = "XM901"
+
+
+@dataclass(frozen=True)
+class FileResult:
+    path: str
+    findings: tuple[Finding, ...] = ()
+    errors: tuple[FileError, ...] = ()
+
+
+@dataclass(frozen=True)
+class ScanReport:
+    """Everything one scan produced, sorted by path and position."""
+
+    files_scanned: int
+    findings: tuple[Finding, ...] = ()
+    errors: tuple[FileError, ...] = ()
+    files_parsed: int = field(default=0, compare=False)
+
+    @property
+    def has_problems(self) -> bool:
+        return bool(self.findings or self.errors)

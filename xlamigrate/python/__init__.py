@@ -1,0 +1,1 @@
+"""Python support: libcst parsing, the env-access model, detection."""

@@ -1,0 +1,42 @@
+"""The stable JSON output other tools parse (shape documented in README.md)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from xlamigrate import __version__
+from xlamigrate.catalogue import Catalogue
+from xlamigrate.model import Finding, ScanReport
+
+
+def render(report: ScanReport, catalogue: Catalogue) -> str:
+    document = {
+        "version": __version__,
+        "files_scanned": report.files_scanned,
+        "findings": [finding_json(finding) for finding in report.findings],
+        "errors": [
+            {"path": error.path, "line": error.line, "message": error.message}
+            for error in report.errors
+        ],
+    }
+    return json.dumps(document, indent=2) + "\n"
+
+
+def finding_json(finding: Finding) -> dict[str, Any]:
+    span = finding.span
+    return {
+        "code": finding.code,
+        "path": finding.path,
+        "line": span.line,
+        "column": span.column,
+        "end_line": span.end_line,
+        "end_column": span.end_column,
+        "severity": finding.severity,
+        "message": finding.message,
+        "variable": finding.variable,
+        "access": finding.access,
+        "value": finding.value,
+        "enabled": finding.enabled,
+        "fix": {"applicability": finding.fix.applicability} if finding.fix else None,
+    }
