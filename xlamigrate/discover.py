@@ -43,30 +43,33 @@ class Discovery:
 
 def discover(paths: Sequence[Path], settings: Settings) -> Discovery:
     excludes = pathspec.GitIgnoreSpec.from_lines(settings.exclude)
+    cwd = os.getcwd()
+    root = str(settings.root)
     files: list[SourceFile] = []
     missing: list[str] = []
     skipped: list[str] = []
-    seen: set[Path] = set()
+    seen: set[str] = set()
     for given in paths:
         if not given.exists():
             missing.append(str(given))
             continue
         if given.is_dir():
-            candidates: Iterator[Path] = _walk(given, settings, excludes)
-        elif _excluded(given, settings.root, excludes, is_dir=False):
+            candidates: Iterator[str] = _walk(os.path.abspath(given), settings, excludes)
+        elif _excluded(os.path.abspath(given), root, excludes, is_dir=False):
+            continue
+        elif classify(given, explicit=True) is None:
+            skipped.append(str(given))
             continue
         else:
-            if classify(given, explicit=True) is None:
-                skipped.append(str(given))
+            candidates = iter([os.path.abspath(given)])
+        for absolute in candidates:
+            if absolute in seen:
                 continue
-            candidates = iter([given])
-        for path in candidates:
-            key = path.resolve()
-            kind = classify(path, explicit=path is given)
-            if key in seen or kind is None:
-                continue
-            seen.add(key)
-            files.append(SourceFile(path, display_path(path), kind))
+            seen.add(absolute)
+            path = Path(absolute)
+            kind = _SUFFIX_KINDS.get(path.suffix) or classify(path, explicit=True)
+            if kind is not None:
+                files.append(SourceFile(path, _display(absolute, cwd), kind))
     files.sort(key=lambda source: source.display)
     return Discovery(tuple(files), tuple(missing), tuple(skipped))
 
@@ -86,48 +89,49 @@ def classify(path: Path, explicit: bool = False) -> FileKind | None:
 
 
 def display_path(path: Path) -> str:
-    absolute = Path(os.path.abspath(path))
-    try:
-        return absolute.relative_to(Path.cwd()).as_posix()
-    except ValueError:
-        return absolute.as_posix()
+    return _display(os.path.abspath(path), os.getcwd())
 
 
-def _walk(top: Path, settings: Settings, excludes: pathspec.PathSpec) -> Iterator[Path]:
+def _display(absolute: str, cwd: str) -> str:
+    """Relative to the cwd when below it (as linters print paths), with / separators."""
+    relative = os.path.relpath(absolute, cwd) if absolute.startswith(cwd + os.sep) else absolute
+    return relative.replace(os.sep, "/")
+
+
+def _walk(top: str, settings: Settings, excludes: pathspec.PathSpec) -> Iterator[str]:
+    """Absolute paths of the checkable files below `top`, in a stable order."""
     ignores = _GitIgnores(top) if settings.respect_gitignore else None
+    root = str(settings.root)
     for directory, dirnames, filenames in os.walk(top):
-        current = Path(directory)
         if ignores is not None:
-            ignores.enter(current)
+            ignores.enter(directory)
         kept = []
         for name in sorted(dirnames):
-            child = current / name
-            if name in SKIPPED_DIRECTORIES or (child / "pyvenv.cfg").exists():
+            child = os.path.join(directory, name)
+            if name in SKIPPED_DIRECTORIES or os.path.exists(os.path.join(child, "pyvenv.cfg")):
                 continue
-            if _excluded(child, settings.root, excludes, is_dir=True):
+            if _excluded(child, root, excludes, is_dir=True):
                 continue
             if ignores is not None and ignores.ignored(child, is_dir=True):
                 continue
             kept.append(name)
         dirnames[:] = kept
         for name in sorted(filenames):
-            child = current / name
-            if _SUFFIX_KINDS.get(child.suffix) is None:
+            if os.path.splitext(name)[1] not in _SUFFIX_KINDS:
                 continue
-            if _excluded(child, settings.root, excludes, is_dir=False):
+            child = os.path.join(directory, name)
+            if _excluded(child, root, excludes, is_dir=False):
                 continue
             if ignores is not None and ignores.ignored(child, is_dir=False):
                 continue
             yield child
 
 
-def _excluded(path: Path, root: Path, excludes: pathspec.PathSpec, is_dir: bool) -> bool:
+def _excluded(absolute: str, root: str, excludes: pathspec.PathSpec, is_dir: bool) -> bool:
     if not excludes.patterns:
         return False
-    try:
-        relative = Path(os.path.abspath(path)).relative_to(root).as_posix()
-    except ValueError:
-        relative = path.as_posix()
+    relative = os.path.relpath(absolute, root) if absolute.startswith(root + os.sep) else absolute
+    relative = relative.replace(os.sep, "/")
     return excludes.match_file(relative + "/" if is_dir else relative)
 
 
@@ -135,29 +139,29 @@ class _GitIgnores:
     """The .gitignore files in force while walking: those above the start up to the repository
     root, and those met on the way down. The deepest file with a matching pattern decides."""
 
-    def __init__(self, top: Path) -> None:
-        self.specs: dict[Path, pathspec.PathSpec] = {}
-        self.loaded: set[Path] = set()
-        top = Path(os.path.abspath(top))
-        for directory in (top, *top.parents):
-            is_repository_root = (directory / ".git").exists()
+    def __init__(self, top: str) -> None:
+        self.specs: dict[str, pathspec.PathSpec] = {}  # absolute directory -> its patterns
+        self.loaded: set[str] = set()
+        directory = os.path.abspath(top)
+        while True:
+            is_repository_root = os.path.exists(os.path.join(directory, ".git"))
             if is_repository_root:  # lower priority than .gitignore: loaded first
-                self._load_file(directory, directory / ".git" / "info" / "exclude")
-            self._load(directory)
-            if is_repository_root:
+                self._load_file(directory, os.path.join(directory, ".git", "info", "exclude"))
+            self.enter(directory)
+            parent = os.path.dirname(directory)
+            if is_repository_root or parent == directory:
                 break
+            directory = parent
 
-    def enter(self, directory: Path) -> None:
-        self._load(Path(os.path.abspath(directory)))
-
-    def _load(self, directory: Path) -> None:
+    def enter(self, directory: str) -> None:
         if directory not in self.loaded:
             self.loaded.add(directory)
-            self._load_file(directory, directory / ".gitignore")
+            self._load_file(directory, os.path.join(directory, ".gitignore"))
 
-    def _load_file(self, directory: Path, file: Path) -> None:
+    def _load_file(self, directory: str, file: str) -> None:
         try:
-            lines = file.read_text(encoding="utf-8", errors="replace").splitlines()
+            with open(file, encoding="utf-8", errors="replace") as handle:
+                lines = handle.read().splitlines()
         except OSError:
             return
         spec = pathspec.GitIgnoreSpec.from_lines(lines)
@@ -166,14 +170,18 @@ class _GitIgnores:
             spec = pathspec.GitIgnoreSpec(list(previous.patterns) + list(spec.patterns))
         self.specs[directory] = spec
 
-    def ignored(self, path: Path, is_dir: bool) -> bool:
-        absolute = Path(os.path.abspath(path))
-        for directory in absolute.parents:
+    def ignored(self, absolute: str, is_dir: bool) -> bool:
+        if not self.specs:
+            return False
+        directory = os.path.dirname(absolute)
+        while True:
             spec = self.specs.get(directory)
-            if spec is None:
-                continue
-            relative = absolute.relative_to(directory).as_posix() + ("/" if is_dir else "")
-            result = spec.check_file(relative)
-            if result.include is not None:
-                return bool(result.include)
-        return False
+            if spec is not None:
+                relative = os.path.relpath(absolute, directory).replace(os.sep, "/")
+                result = spec.check_file(relative + "/" if is_dir else relative)
+                if result.include is not None:
+                    return bool(result.include)
+            parent = os.path.dirname(directory)
+            if parent == directory:
+                return False
+            directory = parent

@@ -74,6 +74,8 @@ def _run(
     if workers <= 1 or len(work) < _POOL_THRESHOLD:
         return [task(job) for job in work]
     context = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
+    if context.get_start_method() == "fork":
+        import xlamigrate.python.scan  # noqa: F401  # loaded once here, inherited by every worker
     chunksize = max(1, len(work) // (workers * 4))
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
         return list(pool.map(task, work, chunksize=chunksize))

@@ -15,14 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import libcst as cst
-from libcst.metadata import (
-    ExpressionContext,
-    ExpressionContextProvider,
-    MetadataWrapper,
-    QualifiedNameProvider,
-    Scope,
-    ScopeProvider,
-)
+from libcst.metadata import MetadataWrapper, Scope, ScopeProvider
 
 from xlamigrate.flagvalue import FlagValue
 from xlamigrate.model import Access, Target
@@ -163,7 +156,9 @@ _Key = tuple[Scope | None, str]
 
 
 class _Walker(cst.CSTVisitor):
-    METADATA_DEPENDENCIES = (QualifiedNameProvider, ScopeProvider, ExpressionContextProvider)
+    # Qualified names are asked of the scope lazily, for the few nodes that need them: the eager
+    # QualifiedNameProvider names every node of the file and costs more than the scopes do.
+    METADATA_DEPENDENCIES = (ScopeProvider,)
 
     def __init__(self, flags: frozenset[str]) -> None:
         super().__init__()
@@ -182,6 +177,7 @@ class _Walker(cst.CSTVisitor):
         self.shell_strings: list[tuple[cst.CSTNode, str, str]] = []
         self.flag_keywords: list[cst.Arg] = []
         self.handled: set[cst.CSTNode] = set()  # dicts and calls already turned into raws
+        self.stored: set[cst.Subscript] = set()  # subscripts written or deleted, not read
         self.frames: list[_Function | None] = []  # None marks a class body
 
     # -- frames --------------------------------------------------------------------------------
@@ -210,7 +206,10 @@ class _Walker(cst.CSTVisitor):
     # -- expressions that denote an environment ------------------------------------------------
 
     def _qualified(self, node: cst.CSTNode) -> set[str]:
-        return {q.name for q in self.get_metadata(QualifiedNameProvider, node, set())}
+        scope = self._scope(node)
+        if scope is None or not isinstance(node, (cst.Name, cst.Attribute)):
+            return set()
+        return {q.name for q in scope.get_qualified_names_for(node)}
 
     def _scope(self, node: cst.CSTNode) -> Scope | None:
         return self.get_metadata(ScopeProvider, node, None)
@@ -312,6 +311,7 @@ class _Walker(cst.CSTVisitor):
 
     def _assignment(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
         if isinstance(target, cst.Subscript):
+            self.stored.add(target)
             receiver = self._receiver(target.value)
             key = _subscript_key(target)
             if receiver is not None and key is not None:
@@ -351,6 +351,7 @@ class _Walker(cst.CSTVisitor):
         )
         for target in targets:
             if isinstance(target, cst.Subscript):
+                self.stored.add(target)
                 receiver = self._receiver(target.value)
                 key = _subscript_key(target)
                 if receiver is not None and key is not None:
@@ -359,7 +360,7 @@ class _Walker(cst.CSTVisitor):
     # -- expressions ---------------------------------------------------------------------------
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
-        if self.get_metadata(ExpressionContextProvider, node, None) != ExpressionContext.LOAD:
+        if node in self.stored:  # its parent statement, visited first, recorded the write
             return
         receiver = self._receiver(node.value)
         key = _subscript_key(node)

@@ -1,0 +1,82 @@
+"""The CLI stays light (no torch, no parser until needed) and the wheel carries the rule catalogue."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+
+def imported_modules(code: str, cwd: Path | None = None) -> set[str]:
+    """Top-level module names imported by running `code` in a fresh interpreter (-X importtime)."""
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", code],
+        capture_output=True, text=True, check=True, cwd=cwd,
+    )  # fmt: skip
+    names = set()
+    for line in result.stderr.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            names.add(line.rsplit("|", 1)[1].strip().split(".")[0])
+    return names
+
+
+def test_importing_the_cli_does_not_import_torch_or_libcst() -> None:
+    modules = imported_modules("import xlamigrate.cli")
+    assert "xlamigrate" in modules  # the probe itself works
+    assert "torch" not in modules
+    assert "torch_xla" not in modules
+    assert "libcst" not in modules
+
+
+def test_scanning_files_without_flags_never_loads_the_parser(tmp_path: Path) -> None:
+    for index in range(3):
+        (tmp_path / f"m{index}.py").write_text("import os\nprint(os.environ.get('HOME'))\n")
+    code = (
+        "import sys\n"
+        "from xlamigrate.cli import main\n"
+        "sys.argv = ['xlamigrate', 'scan', '.']\n"
+        "try:\n    main()\nexcept SystemExit as e:\n    assert e.code == 0, e.code\n"
+    )
+    modules = imported_modules(code, cwd=tmp_path)
+    assert "libcst" not in modules
+    assert "torch" not in modules
+
+
+def test_scanning_a_flagged_file_imports_libcst_but_not_torch(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text("import os\nos.environ['XLA_USE_BF16'] = '1'\n")
+    code = (
+        "import sys\n"
+        "from xlamigrate.cli import main\n"
+        "sys.argv = ['xlamigrate', 'scan', '.', '-f', 'json']\n"
+        "try:\n    main()\nexcept SystemExit as e:\n    assert e.code == 1, e.code\n"
+    )
+    modules = imported_modules(code, cwd=tmp_path)
+    assert "libcst" in modules
+    assert "torch" not in modules
+
+
+def test_wheel_ships_the_rule_catalogue_and_loads_it(tmp_path: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "hatchling", "build", "-t", "wheel", "-d", str(tmp_path)],
+        cwd=ROOT, check=True, capture_output=True,
+    )  # fmt: skip
+    (wheel,) = tmp_path.glob("xlamigrate-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    shipped = {Path(name).name for name in names if name.startswith("xlamigrate/rules/")}
+    in_repo = {path.name for path in (ROOT / "rules").glob("*.toml")}
+    assert shipped == in_repo
+    # Import straight from the wheel (zipimport), away from the source tree.
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1])\n"
+        "import xlamigrate.catalogue as c\n"
+        "assert c.__file__.startswith(sys.argv[1]), c.__file__\n"
+        "print(sorted(c.load_catalogue().rules))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-I", "-c", code, str(wheel)],
+        cwd=tmp_path, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert "XM101" in result.stdout and "XM901" in result.stdout
