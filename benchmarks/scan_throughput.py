@@ -56,10 +56,10 @@ def train_step(model, batch, optimizer):
     return loss
 '''
 
-FLAGGED = '''
+FLAGGED = """
 if os.environ.get("USE_BF16", "0") == "1":
     os.environ["XLA_USE_BF16"] = "1"
-'''
+"""
 
 
 def make_tree(root: Path, files: int, flagged_fraction: float, seed: int = 0) -> int:
@@ -77,7 +77,9 @@ def make_tree(root: Path, files: int, flagged_fraction: float, seed: int = 0) ->
     return len(flagged)
 
 
-def timed(command: list[str], cwd: Path, repeat: int) -> tuple[float, subprocess.CompletedProcess[str]]:
+def timed(
+    command: list[str], cwd: Path, repeat: int
+) -> tuple[float, subprocess.CompletedProcess[str]]:
     times = []
     result = None
     for _ in range(repeat):
@@ -89,7 +91,9 @@ def timed(command: list[str], cwd: Path, repeat: int) -> tuple[float, subprocess
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--files", type=int, default=3000)
     parser.add_argument("--flagged-fraction", type=float, default=0.01)
     parser.add_argument("--repeat", type=int, default=3)
@@ -100,7 +104,8 @@ def main() -> None:
         root = Path(directory)
         flagged = make_tree(root, args.files, args.flagged_fraction)
         size_mb = sum(p.stat().st_size for p in root.rglob("*.py")) / 1e6
-        print(f"tree: {args.files} files ({size_mb:.1f} MB), {flagged} mention a flag; cpus={os.cpu_count()}")
+        print(f"tree: {args.files} files ({size_mb:.1f} MB), {flagged} mention a flag")
+        print(f"cpus: {os.cpu_count()}")
 
         startup, _ = timed([*cli, "--version"], root, args.repeat)
         print(f"{'xlamigrate --version (start-up)':<40} {startup * 1000:8.0f} ms")

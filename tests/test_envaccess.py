@@ -25,7 +25,11 @@ def findings(source: str, catalogue: Catalogue) -> list[Finding]:
 
 def test_str_of_int_is_a_known_value(catalogue: Catalogue) -> None:
     (access,) = accesses('import os\nos.environ["XLA_USE_BF16"] = str(1)\n', catalogue)
-    assert (access.kind, access.form, access.value and access.value.literal) == ("write", "subscript", "1")
+    assert (access.kind, access.form, access.value and access.value.literal) == (
+        "write",
+        "subscript",
+        "1",
+    )
 
 
 def test_str_true_is_off_for_torch_xla(catalogue: Catalogue) -> None:
@@ -36,7 +40,9 @@ def test_str_true_is_off_for_torch_xla(catalogue: Catalogue) -> None:
 
 
 def test_conditional_value_keeps_both_branches(catalogue: Catalogue) -> None:
-    (access,) = accesses('import os\nos.environ["XLA_USE_BF16"] = "1" if bf16 else "0"\n', catalogue)
+    (access,) = accesses(
+        'import os\nos.environ["XLA_USE_BF16"] = "1" if bf16 else "0"\n', catalogue
+    )
     assert access.value is not None and access.value.candidates == ("1", "0")
 
 
@@ -102,12 +108,21 @@ def test_kwargs_forwarding_helper(catalogue: Catalogue) -> None:
     set_envs(XLA_USE_BF16="1", PJRT_DEVICE="CPU")
     """
     (access,) = accesses(source, catalogue)
-    assert (access.variable, access.kind, access.value and access.value.literal) == ("XLA_USE_BF16", "write", "1")
+    assert (access.variable, access.kind, access.value and access.value.literal) == (
+        "XLA_USE_BF16",
+        "write",
+        "1",
+    )
 
 
 def test_shell_command_string_is_a_mention_with_its_value(catalogue: Catalogue) -> None:
     (finding,) = findings('cmd = f"XLA_USE_BF16=1 torchrun {script}"\n', catalogue)
-    assert (finding.code, finding.value, finding.enabled, finding.access) == ("XM301", "1", True, None)
+    assert (finding.code, finding.value, finding.enabled, finding.access) == (
+        "XM301",
+        "1",
+        True,
+        None,
+    )
 
 
 def test_bytes_and_concatenated_strings_name_flags(catalogue: Catalogue) -> None:
@@ -145,7 +160,11 @@ def test_off_write_is_manual_when_the_file_reads_the_flag(catalogue: Catalogue) 
     """
     found = findings(source, catalogue)
     fixes = [(f.code, f.enabled, f.fix.applicability if f.fix else None) for f in found]
-    assert fixes == [("XM101", False, "manual"), ("XM102", False, "safe"), ("XM201", None, "manual")]
+    assert fixes == [
+        ("XM101", False, "manual"),
+        ("XM102", False, "safe"),
+        ("XM201", None, "manual"),
+    ]
     assert "presence check" in found[2].message and "line 3" in found[2].message
 
 

@@ -12,7 +12,9 @@ def test_values_torch_xla_reads_as_on(value: str) -> None:
     assert torch_xla_enabled(value) is True
 
 
-@pytest.mark.parametrize("value", ["0", "", "false", "True", "TRUE", "yes", "on", "abc", "00", "-0"])
+@pytest.mark.parametrize(
+    "value", ["0", "", "false", "True", "TRUE", "yes", "on", "abc", "00", "-0"]
+)
 def test_values_torch_xla_reads_as_off(value: str) -> None:
     assert torch_xla_enabled(value) is False
 

@@ -1,4 +1,4 @@
-"""The CLI stays light (no torch, no parser until needed) and the wheel carries the rule catalogue."""
+"""The CLI stays light (no torch, no parser until needed); the wheel carries the rule catalogue."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The scan fixtures are the spec: each tests/fixtures/scan/<case>.py yields exactly <case>.findings.txt."""
+"""The scan fixtures are the spec: tests/fixtures/scan/<case>.py yields <case>.findings.txt."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Loads the rule catalogue and the flag table from `rules/*.toml` and selects rules by code prefix."""
+"""Loads the rule catalogue, flag table and modes from `rules/*.toml`; selects rules by prefix."""
 
 from __future__ import annotations
 

@@ -20,10 +20,13 @@ from xlamigrate.config import ConfigError, Settings, load_settings
 from xlamigrate.model import ScanReport
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+SUMMARY = (
+    "Find and migrate code that relies on the deprecated XLA_USE_BF16 / XLA_DOWNCAST_BF16 flags."
+)
 
 app = typer.Typer(
     name="xlamigrate",
-    help="Find and migrate code that relies on the deprecated XLA_USE_BF16 / XLA_DOWNCAST_BF16 flags.",
+    help=SUMMARY,
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -48,10 +51,13 @@ def _version(value: bool) -> None:
 @app.callback()
 def _root(
     version: Annotated[
-        bool, typer.Option("--version", "-V", callback=_version, is_eager=True, help="Print the version.")
+        bool,
+        typer.Option(
+            "--version", "-V", callback=_version, is_eager=True, help="Print the version."
+        ),
     ] = False,
 ) -> None:
-    """Find and migrate code that relies on the deprecated XLA_USE_BF16 / XLA_DOWNCAST_BF16 flags."""
+    """Top-level options (the help text is SUMMARY)."""
 
 
 def _codes(values: list[str] | None) -> list[str] | None:
@@ -76,13 +82,15 @@ def _catalogue() -> Catalogue:
 @app.command()
 def scan(
     paths: Annotated[
-        list[Path] | None, typer.Argument(help="Files or folders to scan (default: the current folder).")
+        list[Path] | None,
+        typer.Argument(help="Files or folders to scan (default: the current folder)."),
     ] = None,
     output_format: Annotated[
         OutputFormat, typer.Option("--format", "--output-format", "-f", help="Output format.")
     ] = OutputFormat.text,
     select: Annotated[
-        list[str] | None, typer.Option(help="Rule codes or prefixes to report (replaces the config).")
+        list[str] | None,
+        typer.Option(help="Rule codes or prefixes to report (replaces the config)."),
     ] = None,
     ignore: Annotated[
         list[str] | None, typer.Option(help="Rule codes or prefixes not to report.")
@@ -100,7 +108,10 @@ def scan(
         Path | None, typer.Option(help="Read [tool.xlamigrate] from this pyproject.toml.")
     ] = None,
     respect_gitignore: Annotated[
-        bool, typer.Option("--respect-gitignore/--no-respect-gitignore", help="Skip files .gitignore ignores.")
+        bool,
+        typer.Option(
+            "--respect-gitignore/--no-respect-gitignore", help="Skip files .gitignore ignores."
+        ),
     ] = True,
 ) -> None:
     """Report every place the code touches a legacy Torch-XLA precision flag."""
@@ -163,7 +174,9 @@ def rule(
     if show_all:
         for item in sorted(catalogue.rules.values(), key=lambda r: r.code):
             fix = item.fix or "none"
-            typer.echo(f"{item.code}  {item.name:<22} {item.severity:<8} fix: {fix:<7} {item.summary}")
+            typer.echo(
+                f"{item.code}  {item.name:<22} {item.severity:<8} fix: {fix:<7} {item.summary}"
+            )
         return
     if code is None:
         _fail("give a rule code (e.g. `xlamigrate rule XM101`) or --all")

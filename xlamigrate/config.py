@@ -59,7 +59,9 @@ def find_config(paths: Sequence[Path]) -> Path | None:
     return None
 
 
-def load_settings(paths: Sequence[Path], catalogue: Catalogue, config: Path | None = None) -> Settings:
+def load_settings(
+    paths: Sequence[Path], catalogue: Catalogue, config: Path | None = None
+) -> Settings:
     path = config if config is not None else find_config(paths)
     if path is None:
         return Settings(root=Path.cwd())

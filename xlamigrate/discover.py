@@ -98,7 +98,7 @@ def _display(absolute: str, cwd: str) -> str:
     return relative.replace(os.sep, "/")
 
 
-def _walk(top: str, settings: Settings, excludes: pathspec.PathSpec) -> Iterator[str]:
+def _walk(top: str, settings: Settings, excludes: pathspec.GitIgnoreSpec) -> Iterator[str]:
     """Absolute paths of the checkable files below `top`, in a stable order."""
     ignores = _GitIgnores(top) if settings.respect_gitignore else None
     root = str(settings.root)
@@ -127,7 +127,7 @@ def _walk(top: str, settings: Settings, excludes: pathspec.PathSpec) -> Iterator
             yield child
 
 
-def _excluded(absolute: str, root: str, excludes: pathspec.PathSpec, is_dir: bool) -> bool:
+def _excluded(absolute: str, root: str, excludes: pathspec.GitIgnoreSpec, is_dir: bool) -> bool:
     if not excludes.patterns:
         return False
     relative = os.path.relpath(absolute, root) if absolute.startswith(root + os.sep) else absolute
@@ -140,7 +140,7 @@ class _GitIgnores:
     root, and those met on the way down. The deepest file with a matching pattern decides."""
 
     def __init__(self, top: str) -> None:
-        self.specs: dict[str, pathspec.PathSpec] = {}  # absolute directory -> its patterns
+        self.specs: dict[str, pathspec.GitIgnoreSpec] = {}  # absolute directory -> its patterns
         self.loaded: set[str] = set()
         directory = os.path.abspath(top)
         while True:

@@ -1,4 +1,4 @@
-"""scan_paths(): discovery, a byte prefilter, a process pool for the files that need parsing, ordering.
+"""scan_paths(): discovery, a byte prefilter, a process pool for the files to parse, ordering.
 
 Callable from Python without the CLI. Heavy modules (libcst) are imported only once some file
 passes the prefilter, so a scan of files that never mention a flag never loads the parser.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -95,9 +95,7 @@ def _scan_job(job: _Job, catalogue: Catalogue, enabled: frozenset[str]) -> FileR
 
 def _report(files_scanned: int, files_parsed: int, results: Sequence[FileResult]) -> ScanReport:
     findings = sorted((f for r in results for f in r.findings), key=lambda f: f.sort_key)
-    errors = sorted(
-        (e for r in results for e in r.errors), key=lambda e: (e.path, e.line or 0)
-    )
+    errors = sorted((e for r in results for e in r.errors), key=lambda e: (e.path, e.line or 0))
     return ScanReport(
         files_scanned=files_scanned,
         findings=tuple(findings),

@@ -28,7 +28,8 @@ class Span:
 
 @dataclass(frozen=True)
 class Fix:
-    """How a finding can be fixed: `safe` keeps behaviour, `unsafe` needs opting in, `manual` never."""
+    """How a finding can be fixed: `safe` keeps behaviour, `unsafe` needs opting in, `manual`
+    is never edited automatically."""
 
     applicability: Applicability
 

@@ -8,7 +8,9 @@ from collections.abc import Iterable, Mapping
 # None: the comment suppresses every code on its line.
 Suppressions = Mapping[int, frozenset[str] | None]
 
-_NOQA = re.compile(r"#\s*noqa(?P<sep>\s*:\s*(?P<codes>[A-Za-z]+[0-9]*(?:\s*,?\s*[A-Za-z]+[0-9]+)*))?", re.I)
+_NOQA = re.compile(
+    r"#\s*noqa(?P<sep>\s*:\s*(?P<codes>[A-Za-z]+[0-9]*(?:\s*,?\s*[A-Za-z]+[0-9]+)*))?", re.I
+)
 _PRAGMA = re.compile(r"#\s*xlamigrate\s*:\s*ignore(?:\[(?P<codes>[^\]]*)\])?", re.I)
 
 

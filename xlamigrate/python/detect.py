@@ -15,7 +15,11 @@ READ_RULE = "XM201"
 DELETE_RULE = "XM202"
 MENTION_RULE = "XM301"
 
-_TARGET_PHRASE = {"process": "", "child": " in a child process's environment", "test": " in a test's patched environment"}
+_TARGET_PHRASE = {
+    "process": "",
+    "child": " in a child process's environment",
+    "test": " in a test's patched environment",
+}
 _MENTION_PHRASE = {
     "string": "{variable} named in a string",
     "keyword": "{variable} passed as a keyword argument",
@@ -139,7 +143,9 @@ def _mention_finding(
     rule = catalogue.rule(MENTION_RULE)
     value = mention.value
     literal = value.literal if value else None
-    subject = _MENTION_PHRASE[mention.context].format(variable=mention.variable, value=literal or "...")
+    subject = _MENTION_PHRASE[mention.context].format(
+        variable=mention.variable, value=literal or "..."
+    )
     return Finding(
         code=rule.code,
         path=path,

@@ -1,4 +1,4 @@
-"""Parses Python source bytes with libcst; a failure becomes a FileError with the line, not an exception."""
+"""Parses Python source bytes with libcst; a failure becomes a FileError with its line."""
 
 from __future__ import annotations
 
@@ -21,5 +21,5 @@ def parse_python(path: str, data: bytes) -> cst.Module | FileError:
         return FileError(path, line, f"could not decode: {error.reason} ({error.encoding})")
     except (SyntaxError, LookupError, ValueError) as error:
         # LookupError: an unknown encoding in the coding cookie.
-        line = getattr(error, "lineno", None)
-        return FileError(path, line, f"could not parse: {error}")
+        lineno: int | None = getattr(error, "lineno", None)
+        return FileError(path, lineno, f"could not parse: {error}")

@@ -1,4 +1,4 @@
-"""Scans one Python file's bytes: parse once, analyse once, filter by selection and noqa comments."""
+"""Scans one Python file's bytes: parse once, analyse once, filter by selection and noqa."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from xlamigrate.catalogue import Catalogue
-from xlamigrate.model import FileError, FileResult, Finding
+from xlamigrate.model import FileError, FileResult
 from xlamigrate.python.detect import findings_for
 from xlamigrate.python.envaccess import analyse_env_accesses
 from xlamigrate.python.parse import parse_python
@@ -30,9 +30,7 @@ def scan_python(
     if found:
         table = parse_suppressions(_comments(parsed))
         found = [
-            f
-            for f in found
-            if not is_suppressed(f.code, {f.span.line, f.span.end_line}, table)
+            f for f in found if not is_suppressed(f.code, {f.span.line, f.span.end_line}, table)
         ]
     return FileResult(path, findings=tuple(sorted(found, key=lambda f: f.sort_key)))
 

@@ -20,15 +20,23 @@ def render(report: ScanReport, catalogue: Catalogue) -> str:
             "endColumn": span.end_column,
             "title": f"xlamigrate ({finding.code})",
         }
-        lines.append(_command(_COMMANDS[finding.severity], properties, f"{finding.code} {finding.message}"))
+        lines.append(
+            _command(_COMMANDS[finding.severity], properties, f"{finding.code} {finding.message}")
+        )
     for error in report.errors:
-        properties = {"file": error.path, "line": error.line or 1, "title": f"xlamigrate ({error.code})"}
+        properties = {
+            "file": error.path,
+            "line": error.line or 1,
+            "title": f"xlamigrate ({error.code})",
+        }
         lines.append(_command("error", properties, f"{error.code} {error.message}"))
     return "".join(line + "\n" for line in lines)
 
 
 def _command(name: str, properties: dict[str, object], message: str) -> str:
-    rendered = ",".join(f"{key}={_escape_property(str(value))}" for key, value in properties.items())
+    rendered = ",".join(
+        f"{key}={_escape_property(str(value))}" for key, value in properties.items()
+    )
     return f"::{name} {rendered}::{_escape_data(message)}"
 
 

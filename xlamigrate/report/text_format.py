@@ -16,7 +16,8 @@ def lines(report: ScanReport) -> list[str]:
 
 def finding_line(finding: Finding) -> str:
     fix = f" [fix: {finding.fix.applicability}]" if finding.fix else ""
-    return f"{location(finding.path, finding.span.line, finding.span.column)}: {finding.code} {finding.message}{fix}"
+    where = location(finding.path, finding.span.line, finding.span.column)
+    return f"{where}: {finding.code} {finding.message}{fix}"
 
 
 def error_line(error: FileError) -> str:
@@ -36,7 +37,9 @@ def summary(report: ScanReport) -> str:
     parts = []
     if report.findings:
         affected = len({f.path for f in report.findings})
-        parts.append(f"Found {_plural(len(report.findings), 'finding')} in {_plural(affected, 'file')}")
+        parts.append(
+            f"Found {_plural(len(report.findings), 'finding')} in {_plural(affected, 'file')}"
+        )
     if report.errors:
         parts.append(f"{_plural(len(report.errors), 'file')} could not be checked")
     return "; ".join(parts) + f" ({files} scanned)."
