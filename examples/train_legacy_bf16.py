@@ -25,7 +25,8 @@ def uses_bf16() -> bool:
 
 
 device = xm.xla_device()
-model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1)).to(device)
+model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
+model = model.to(device)
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
 loss_fn = torch.nn.MSELoss()
 generator = torch.Generator().manual_seed(0)

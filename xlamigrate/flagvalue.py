@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 _C_SPACE = " \t\n\v\f\r"
@@ -73,7 +74,8 @@ class FlagValue:
         """What the write sets, for messages: '"1" (on)', '"1" or "0" depending on a condition'."""
         if self.candidates is None:
             return "a value not known statically"
-        shown = " or ".join(f'"{candidate}"' for candidate in dict.fromkeys(self.candidates))
+        # JSON quoting escapes newlines and quotes: a message stays on one line.
+        shown = " or ".join(json.dumps(candidate) for candidate in dict.fromkeys(self.candidates))
         enabled = self.enabled
         state = "" if enabled is None else (" (on)" if enabled else " (off)")
         condition = " depending on a condition" if self.is_conditional else ""

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 
 from xlamigrate.model import FileError
+
+_FAILURES = (cst.ParserSyntaxError, SyntaxError, UnicodeDecodeError, LookupError, ValueError)
 
 
 def parse_python(path: str, data: bytes) -> cst.Module | FileError:
@@ -14,12 +18,21 @@ def parse_python(path: str, data: bytes) -> cst.Module | FileError:
         return FileError(path, line, "could not parse: the file contains NUL bytes (binary?)")
     try:
         return cst.parse_module(data)
-    except cst.ParserSyntaxError as error:
-        return FileError(path, error.raw_line, f"could not parse: {error.message}")
-    except UnicodeDecodeError as error:
+    except _FAILURES as error:
+        return _failure(path, data, error)
+
+
+def _failure(path: str, data: bytes, error: Exception) -> FileError:
+    """Python's compiler names the line and cause best (libcst points at the next token and
+    gives no line for decoding errors); libcst's own words are the fallback."""
+    try:
+        compile(data, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as python_error:
+        return FileError(path, python_error.lineno, f"could not parse: {python_error.msg}")
+    except (ValueError, RecursionError, MemoryError):
+        pass
+    line = getattr(error, "raw_line", None)
+    if isinstance(error, UnicodeDecodeError):
         line = data.count(b"\n", 0, error.start) + 1
-        return FileError(path, line, f"could not decode: {error.reason} ({error.encoding})")
-    except (SyntaxError, LookupError, ValueError) as error:
-        # LookupError: an unknown encoding in the coding cookie.
-        lineno: int | None = getattr(error, "lineno", None)
-        return FileError(path, lineno, f"could not parse: {error}")
+    message = getattr(error, "message", None) or str(error).splitlines()[0]
+    return FileError(path, line, f"could not parse: {message}")

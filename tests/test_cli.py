@@ -1,0 +1,607 @@
+"""The `xlamigrate` console script end to end: exit codes, selection, configuration, discovery,
+suppression comments, parallel scanning and the `rule` command, each run in a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import xlamigrate
+
+WRITE_USE_BF16 = 'import os\nos.environ["XLA_USE_BF16"] = "1"\n'
+# One finding of each access kind: XM101 write (line 2), XM201 read (line 3), XM202 delete (line 4).
+WRITE_READ_DELETE = (
+    "import os\n"
+    'os.environ["XLA_USE_BF16"] = "1"\n'
+    'downcast = os.getenv("XLA_DOWNCAST_BF16")\n'
+    'del os.environ["XLA_DOWNCAST_BF16"]\n'
+)
+CLEAN = 'import os\nos.environ["NEURON_CC_FLAGS"] = "--auto-cast=none"\nprint("XLA_USE_BF")\n'
+FINDING_LINE = re.compile(r"^(?P<path>[^:]+):(?P<line>\d+):(?P<column>\d+): (?P<code>XM\d{3}) ")
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "xlamigrate.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def scan_json(*args: str, cwd: Path, expect_exit: int | None = None) -> dict[str, Any]:
+    result = run_cli("scan", "--format", "json", *args, cwd=cwd)
+    if expect_exit is not None:
+        assert result.returncode == expect_exit, result.stderr
+    document: dict[str, Any] = json.loads(result.stdout)
+    return document
+
+
+def write_files(root: Path, files: dict[str, str | bytes]) -> None:
+    for name, content in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+
+
+def found(document: dict[str, Any]) -> list[tuple[str, int, str]]:
+    return [(f["path"], f["line"], f["code"]) for f in document["findings"]]
+
+
+def finding_codes(document: dict[str, Any]) -> set[str]:
+    return {f["code"] for f in document["findings"]}
+
+
+# --- exit code 0 -------------------------------------------------------------------------------
+
+
+def test_scan_exits_0_on_an_empty_folder(tmp_path: Path) -> None:
+    result = run_cli("scan", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""
+    assert "0 files scanned" in result.stderr
+
+
+def test_scan_exits_0_on_files_that_never_mention_a_flag(tmp_path: Path) -> None:
+    write_files(
+        tmp_path,
+        {
+            "train.py": CLEAN,
+            "pkg/model.py": "import torch\nmodel = torch.nn.Linear(2, 2).to(torch.bfloat16)\n",
+            "pkg/__init__.py": "",
+            # Never mentions a flag, so it is never parsed (see `xlamigrate rule XM901`).
+            "legacy.py": 'print "hello"\n',
+        },
+    )
+    result = run_cli("scan", "--format", "json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["files_scanned"] == 4
+    assert document["findings"] == []
+    assert document["errors"] == []
+    assert result.stderr.strip() == "No legacy precision flags found (4 files scanned)."
+
+
+# --- exit code 1 -------------------------------------------------------------------------------
+
+
+def test_scan_exits_1_on_findings_in_the_current_folder_by_default(tmp_path: Path) -> None:
+    write_files(tmp_path, {"train.py": WRITE_USE_BF16, "clean.py": CLEAN})
+    document = scan_json(cwd=tmp_path, expect_exit=1)  # no PATHS: `.`
+    assert found(document) == [("train.py", 2, "XM101")]
+    assert document["files_scanned"] == 2
+
+
+def test_scan_exit_zero_reports_findings_but_exits_0(tmp_path: Path) -> None:
+    write_files(tmp_path, {"train.py": WRITE_USE_BF16, "broken.py": 'print "XLA_USE_BF16"\n'})
+    result = run_cli("scan", "--exit-zero", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "train.py:2:1: XM101 " in result.stdout
+    assert "broken.py:1: XM901 " in result.stdout
+
+
+def test_scan_reports_unparsable_files_with_path_and_line_and_scans_the_others(
+    tmp_path: Path,
+) -> None:
+    write_files(
+        tmp_path,
+        {
+            "a_first.py": WRITE_USE_BF16,
+            "b_python2.py": 'import os\nx = 1\nprint "XLA_USE_BF16"\n',
+            "c_middle.py": 'import os\nflag = os.environ.get("XLA_USE_BF16")\n',
+            "d_syntax.py": 'import os\ndef configure(:\n    os.environ["XLA_USE_BF16"] = "1"\n',
+            "e_last.py": 'import os\ndel os.environ["XLA_DOWNCAST_BF16"]\n',
+        },
+    )
+    document = scan_json(cwd=tmp_path, expect_exit=1)
+    assert found(document) == [
+        ("a_first.py", 2, "XM101"),
+        ("c_middle.py", 2, "XM201"),
+        ("e_last.py", 2, "XM202"),
+    ]
+    errors = {error["path"]: error for error in document["errors"]}
+    assert set(errors) == {"b_python2.py", "d_syntax.py"}
+    assert errors["b_python2.py"]["line"] == 3
+    assert isinstance(errors["d_syntax.py"]["line"], int)
+    assert all(error["message"] for error in errors.values())
+    assert document["files_scanned"] == 5
+
+
+def test_scan_exits_1_when_the_only_problem_is_an_unparsable_file(tmp_path: Path) -> None:
+    write_files(
+        tmp_path, {"old.py": 'import os\nprint "XLA_USE_BF16 is", os.environ["XLA_USE_BF16"]\n'}
+    )
+    result = run_cli("scan", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stdout.startswith("old.py:2: XM901 ")
+    assert "could not be checked" in result.stderr
+
+
+def test_scan_reports_a_syntax_error_on_the_line_that_has_it(tmp_path: Path) -> None:
+    write_files(tmp_path, {"syntax.py": 'import os\n\nos.environ["XLA_USE_BF16"] = = "1"\nx = 1\n'})
+    document = scan_json(cwd=tmp_path, expect_exit=1)
+    assert [(e["path"], e["line"]) for e in document["errors"]] == [("syntax.py", 3)]
+
+
+def test_scan_reports_undecodable_bytes_with_path_and_line_and_scans_the_others(
+    tmp_path: Path,
+) -> None:
+    write_files(
+        tmp_path,
+        {"bad.py": b'# XLA_USE_BF16\nx = "\xff"\n', "good.py": WRITE_USE_BF16},
+    )
+    document = scan_json(cwd=tmp_path, expect_exit=1)
+    assert found(document) == [("good.py", 2, "XM101")]
+    assert [(e["path"], e["line"]) for e in document["errors"]] == [("bad.py", 2)]
+
+
+def test_scan_reports_undecodable_bytes_under_a_coding_cookie_with_their_line(
+    tmp_path: Path,
+) -> None:
+    write_files(
+        tmp_path,
+        {
+            "bad.py": b'# XLA_USE_BF16\n# -*- coding: utf-8 -*-\nx = "\xff"\n',
+            "good.py": WRITE_USE_BF16,
+        },
+    )
+    document = scan_json(cwd=tmp_path, expect_exit=1)
+    assert found(document) == [("good.py", 2, "XM101")]
+    assert [(e["path"], e["line"]) for e in document["errors"]] == [("bad.py", 3)]
+
+
+# --- exit code 2 -------------------------------------------------------------------------------
+
+
+def test_scan_exits_2_on_unknown_select_or_ignore_code(tmp_path: Path) -> None:
+    write_files(tmp_path, {"train.py": WRITE_USE_BF16})
+    for option in ("--select", "--ignore"):
+        result = run_cli("scan", option, "XM1,XM999", cwd=tmp_path)
+        assert result.returncode == 2, (option, result.stderr)
+        assert "XM999" in result.stderr
+        assert result.stdout == ""
+
+
+def test_scan_exits_2_on_unknown_format(tmp_path: Path) -> None:
+    write_files(tmp_path, {"train.py": WRITE_USE_BF16})
+    result = run_cli("scan", "--format", "yaml", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "yaml" in result.stderr
+    assert result.stdout == ""
+
+
+def test_scan_exits_2_on_a_missing_path(tmp_path: Path) -> None:
+    write_files(tmp_path, {"train.py": WRITE_USE_BF16})
+    result = run_cli("scan", "train.py", "no_such_dir", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "no_such_dir" in result.stderr
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("table", "expected"),
+    [
+        ('[tool.xlamigrate]\nselects = ["XM1"]\n', "selects"),
+        ('[tool.xlamigrate]\nmode = "turbo-bf16"\n', "turbo-bf16"),
+        ('[tool.xlamigrate]\nselect = ["XM999"]\n', "xm999"),
+        ('[tool.xlamigrate]\nselect = "XM1"\n', "select"),
+        ('[tool.xlamigrate\nselect = ["XM1"]\n', "toml"),
+    ],
+    ids=["unknown-key", "bad-mode", "unknown-code", "select-not-a-list", "bad-toml"],
+)
+def test_scan_exits_2_on_invalid_config(tmp_path: Path, table: str, expected: str) -> None:
+    write_files(tmp_path, {"pyproject.toml": table, "train.py": WRITE_USE_BF16})
+    result = run_cli("scan", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "pyproject.toml" in result.stderr
+    assert expected in result.stderr.lower()
+    assert result.stdout == ""
+
+
+def test_scan_exits_2_when_config_option_names_a_missing_file(tmp_path: Path) -> None:
+    write_files(tmp_path, {"train.py": WRITE_USE_BF16})
+    result = run_cli("scan", "--config", "elsewhere/pyproject.toml", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "elsewhere/pyproject.toml" in result.stderr
+
+
+# --- selection ---------------------------------------------------------------------------------
+
+
+def test_select_and_ignore_take_code_prefixes(tmp_path: Path) -> None:
+    write_files(tmp_path, {"train.py": WRITE_READ_DELETE})
+    assert scan_json("--select", "XM3", cwd=tmp_path, expect_exit=0)["findings"] == []
+    assert finding_codes(scan_json("--select", "XM2", cwd=tmp_path)) == {"XM201", "XM202"}
+    assert finding_codes(scan_json("--ignore", "XM1", cwd=tmp_path)) == {"XM201", "XM202"}
+    only_reads = scan_json("--select", "xm2", "--ignore", "XM202", cwd=tmp_path, expect_exit=1)
+    assert finding_codes(only_reads) == {"XM201"}
+
+
+def test_select_and_ignore_accept_comma_separated_and_repeated_forms(tmp_path: Path) -> None:
+    write_files(tmp_path, {"train.py": WRITE_READ_DELETE})
+    comma = scan_json("--select", "XM101,XM202", cwd=tmp_path)
+    repeated = scan_json("--select", "XM101", "--select", "XM202", cwd=tmp_path)
+    assert finding_codes(comma) == finding_codes(repeated) == {"XM101", "XM202"}
+    ignored = scan_json("--ignore", "XM101, XM201", "--ignore", "XM3", cwd=tmp_path)
+    assert finding_codes(ignored) == {"XM202"}
+
+
+# --- [tool.xlamigrate] -------------------------------------------------------------------------
+
+
+def test_config_select_ignore_and_exclude_from_pyproject(tmp_path: Path) -> None:
+    write_files(
+        tmp_path,
+        {
+            "pyproject.toml": (
+                '[project]\nname = "demo"\n\n'
+                '[tool.xlamigrate]\nselect = ["XM1", "XM2"]\nignore = ["XM202"]\n'
+                'exclude = ["generated/", "legacy_*.py"]\nmode = "full-bf16"\n'
+            ),
+            "train.py": WRITE_READ_DELETE,
+            "generated/train.py": WRITE_READ_DELETE,
+            "legacy_launch.py": WRITE_READ_DELETE,
+            "pkg/legacy_helpers.py": WRITE_READ_DELETE,
+        },
+    )
+    document = scan_json(cwd=tmp_path, expect_exit=1)
+    assert found(document) == [("train.py", 2, "XM101"), ("train.py", 3, "XM201")]
+    assert document["files_scanned"] == 1
+
+
+def test_config_exclude_is_relative_to_the_pyproject_folder(tmp_path: Path) -> None:
+    write_files(
+        tmp_path,
+        {
+            "pyproject.toml": '[tool.xlamigrate]\nexclude = ["/pkg/generated"]\n',
+            "pkg/generated/out.py": WRITE_USE_BF16,
+            "pkg/train.py": WRITE_USE_BF16,
+        },
+    )
+    document = scan_json(cwd=tmp_path / "pkg", expect_exit=1)
+    assert found(document) == [("train.py", 2, "XM101")]
+
+
+def test_config_skips_a_nearer_pyproject_without_the_table(tmp_path: Path) -> None:
+    write_files(
+        tmp_path,
+        {
+            "pyproject.toml": '[tool.xlamigrate]\nselect = ["XM2"]\n',
+            "service/pyproject.toml": '[project]\nname = "service"\n\n[tool.ruff]\nfix = true\n',
+            "service/train.py": WRITE_READ_DELETE,
+        },
+    )
+    inside = scan_json(cwd=tmp_path / "service", expect_exit=1)
+    assert found(inside) == [("train.py", 3, "XM201"), ("train.py", 4, "XM202")]
+    from_above = scan_json("service", cwd=tmp_path, expect_exit=1)
+    assert found(from_above) == [("service/train.py", 3, "XM201"), ("service/train.py", 4, "XM202")]
+
+
+def test_config_nearest_pyproject_with_the_table_wins(tmp_path: Path) -> None:
+    write_files(
+        tmp_path,
+        {
+            "pyproject.toml": '[tool.xlamigrate]\nselect = ["XM2"]\n',
+            "service/pyproject.toml": '[tool.xlamigrate]\nselect = ["XM1"]\n',
+            "service/train.py": WRITE_READ_DELETE,
+        },
+    )
+    document = scan_json(cwd=tmp_path / "service", expect_exit=1)
+    assert found(document) == [("train.py", 2, "XM101")]
+
+
+def test_config_option_reads_the_named_pyproject(tmp_path: Path) -> None:
+    write_files(
+        tmp_path,
+        {
+            "pyproject.toml": '[tool.xlamigrate]\nselect = ["XM2"]\n',
+            "ci/pyproject.toml": '[tool.xlamigrate]\nselect = ["XM1"]\n',
+            "train.py": WRITE_READ_DELETE,
+        },
+    )
+    document = scan_json("--config", "ci/pyproject.toml", cwd=tmp_path, expect_exit=1)
+    assert found(document) == [("train.py", 2, "XM101")]
+
+
+def test_cli_select_replaces_the_configured_selection(tmp_path: Path) -> None:
+    write_files(
+        tmp_path,
+        {"pyproject.toml": '[tool.xlamigrate]\nselect = ["XM2"]\n', "train.py": WRITE_READ_DELETE},
+    )
+    document = scan_json("--select", "XM101", cwd=tmp_path, expect_exit=1)
+    assert found(document) == [("train.py", 2, "XM101")]
+
+
+def test_exclude_option_adds_gitignore_style_patterns(tmp_path: Path) -> None:
+    write_files(
+        tmp_path,
+        {
+            "pyproject.toml": '[tool.xlamigrate]\nexclude = ["generated/"]\n',
+            "generated/out.py": WRITE_USE_BF16,
+            "scratch/try_bf16.py": WRITE_USE_BF16,
+            "train.py": WRITE_USE_BF16,
+        },
+    )
+    document = scan_json("--exclude", "scratch/", cwd=tmp_path, expect_exit=1)
+    assert found(document) == [("train.py", 2, "XM101")]
+
+
+# --- suppression comments ----------------------------------------------------------------------
+
+
+def test_noqa_and_pragma_comments_suppress_findings_through_the_cli(tmp_path: Path) -> None:
+    write_files(
+        tmp_path,
+        {
+            "train.py": (
+                "import os\n"
+                'os.environ["XLA_USE_BF16"] = "1"  # noqa: XM101\n'
+                'os.environ["XLA_USE_BF16"] = "1"  # xlamigrate: ignore[XM101]\n'
+                'os.environ["XLA_USE_BF16"] = "1"  # noqa: E501\n'
+                'os.environ["XLA_DOWNCAST_BF16"] = "1"  # noqa: XM101\n'
+                'os.environ["XLA_DOWNCAST_BF16"] = "1"  # noqa: XM1\n'
+                'flag = os.getenv("XLA_USE_BF16")  # noqa\n'
+            ),
+        },
+    )
+    document = scan_json(cwd=tmp_path, expect_exit=1)
+    assert found(document) == [("train.py", 4, "XM101"), ("train.py", 5, "XM102")]
+
+
+def test_scan_exits_0_when_every_finding_is_suppressed(tmp_path: Path) -> None:
+    write_files(
+        tmp_path, {"train.py": 'import os\nos.environ["XLA_USE_BF16"] = "1"  # noqa: XM101\n'}
+    )
+    result = run_cli("scan", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""
+
+
+# --- output streams and order ------------------------------------------------------------------
+
+
+def test_summary_goes_to_stderr_and_findings_to_stdout(tmp_path: Path) -> None:
+    write_files(tmp_path, {"train.py": WRITE_READ_DELETE, "clean.py": CLEAN})
+    result = run_cli("scan", cwd=tmp_path)
+    assert result.returncode == 1
+    stdout_lines = result.stdout.splitlines()
+    assert len(stdout_lines) == 3
+    assert all(FINDING_LINE.match(line) for line in stdout_lines), stdout_lines
+    assert "\x1b[" not in result.stdout  # plain text when stdout is not a terminal
+    assert result.stderr.strip() == "Found 3 findings in 1 file (2 files scanned)."
+
+    as_json = run_cli("scan", "--format", "json", cwd=tmp_path)
+    assert len(json.loads(as_json.stdout)["findings"]) == 3  # stdout is pure JSON
+    assert as_json.stderr.strip() == "Found 3 findings in 1 file (2 files scanned)."
+
+
+def test_findings_are_sorted_by_path_then_line(tmp_path: Path) -> None:
+    many_lines = "import os\n" + "".join(
+        f'os.environ["XLA_USE_BF16"] = "{n}"\n' for n in range(1, 12)
+    )
+    write_files(
+        tmp_path,
+        {
+            "zeta.py": WRITE_READ_DELETE,
+            "alpha.py": many_lines,
+            "pkg/beta.py": (
+                'import os\nx = 1\nv = os.getenv("XLA_USE_BF16")\n'
+                'os.environ["XLA_USE_BF16"] = "1"\n'
+            ),
+            "pkg/alpha.py": WRITE_USE_BF16,
+            "mid.py": WRITE_USE_BF16,
+        },
+    )
+    document = scan_json(cwd=tmp_path, expect_exit=1)
+    keys = [(f["path"], f["line"], f["column"]) for f in document["findings"]]
+    assert keys == sorted(keys)
+    assert [f["line"] for f in document["findings"] if f["path"] == "alpha.py"] == list(
+        range(2, 13)
+    )
+    assert [f["path"] for f in document["findings"]][-1] == "zeta.py"
+
+    text = run_cli("scan", cwd=tmp_path)
+    text_keys = []
+    for line in text.stdout.splitlines():
+        match = FINDING_LINE.match(line)
+        assert match, line
+        text_keys.append((match["path"], int(match["line"]), int(match["column"])))
+    assert text_keys == keys
+
+
+def test_jobs_1_and_jobs_2_give_identical_json(tmp_path: Path) -> None:
+    files: dict[str, str | bytes] = {}
+    for n in range(20):
+        files[f"pkg{n % 3}/module_{n:02d}.py"] = (
+            "import os\n"
+            + "\n" * (n % 4)
+            + f'os.environ["XLA_USE_BF16"] = "{n % 2}"\n'
+            + 'dtype = os.getenv("XLA_DOWNCAST_BF16")\n'
+        )
+    files["pkg0/broken.py"] = 'print "XLA_USE_BF16"\n'
+    write_files(tmp_path, files)
+    serial = run_cli("scan", "--format", "json", "-j", "1", cwd=tmp_path)
+    parallel = run_cli("scan", "--format", "json", "--jobs", "2", cwd=tmp_path)
+    assert serial.returncode == parallel.returncode == 1
+    assert serial.stdout == parallel.stdout
+    document = json.loads(serial.stdout)
+    assert document["files_scanned"] == 21
+    assert len(document["findings"]) == 40
+    assert [e["path"] for e in document["errors"]] == ["pkg0/broken.py"]
+
+
+# --- discovery ---------------------------------------------------------------------------------
+
+SKIPPED_FOLDERS = [
+    ".git/hooks/pre_commit.py",
+    ".venv/lib/python3.11/torch_xla/env.py",
+    "venv/setup_env.py",
+    "my-env/lib/helpers.py",  # a virtualenv by its pyvenv.cfg, whatever its name
+    "node_modules/some-package/gen.py",
+    "third_party/site-packages/transformers/modeling_utils.py",
+    "build/lib/pkg/train.py",
+]
+
+
+def test_discovery_skips_vcs_virtualenv_vendored_and_build_folders(tmp_path: Path) -> None:
+    write_files(tmp_path, {path: WRITE_USE_BF16 for path in SKIPPED_FOLDERS})
+    write_files(
+        tmp_path, {"my-env/pyvenv.cfg": "home = /usr/bin\n", "src/train.py": WRITE_USE_BF16}
+    )
+    document = scan_json(cwd=tmp_path, expect_exit=1)
+    assert found(document) == [("src/train.py", 2, "XM101")]
+    assert document["files_scanned"] == 1
+
+
+def test_explicitly_named_files_are_scanned_even_in_skipped_folders(tmp_path: Path) -> None:
+    write_files(tmp_path, {path: WRITE_USE_BF16 for path in SKIPPED_FOLDERS})
+    write_files(tmp_path, {"my-env/pyvenv.cfg": "home = /usr/bin\n"})
+    document = scan_json(*SKIPPED_FOLDERS, cwd=tmp_path, expect_exit=1)
+    assert sorted(f["path"] for f in document["findings"]) == sorted(SKIPPED_FOLDERS)
+
+
+def test_a_file_named_twice_is_scanned_once(tmp_path: Path) -> None:
+    write_files(tmp_path, {"train.py": WRITE_USE_BF16})
+    document = scan_json("train.py", ".", "./train.py", cwd=tmp_path, expect_exit=1)
+    assert found(document) == [("train.py", 2, "XM101")]
+    assert document["files_scanned"] == 1
+
+
+@pytest.fixture
+def git_repository(tmp_path: Path) -> Path:
+    git = shutil.which("git")
+    assert git is not None, "these tests compare with git itself: install git"
+    subprocess.run([git, "init", "-q", str(tmp_path)], check=True, capture_output=True)
+    write_files(
+        tmp_path,
+        {
+            ".gitignore": "ignored.py\ngenerated/\n*_gen.py\n!important_gen.py\n",
+            "sub/.gitignore": "*.py\n!keep.py\n",
+            "train.py": WRITE_USE_BF16,
+            "ignored.py": WRITE_USE_BF16,
+            "generated/model.py": WRITE_USE_BF16,
+            "schema_gen.py": WRITE_USE_BF16,
+            "important_gen.py": WRITE_USE_BF16,
+            "sub/keep.py": WRITE_USE_BF16,
+            "sub/scratch.py": WRITE_USE_BF16,
+            "sub/deeper/notes.py": WRITE_USE_BF16,
+        },
+    )
+    return tmp_path
+
+
+def git_ignored(repository: Path, paths: list[str]) -> set[str]:
+    """What git itself ignores: the oracle for the .gitignore tests."""
+    result = subprocess.run(
+        ["git", "check-ignore", "--no-index", *paths],
+        cwd=repository,
+        capture_output=True,
+        text=True,
+    )
+    return set(result.stdout.split())
+
+
+def test_discovery_skips_what_gitignore_ignores_like_git_does(git_repository: Path) -> None:
+    document = scan_json(cwd=git_repository, expect_exit=1)
+    paths = sorted(f["path"] for f in document["findings"])
+    assert paths == ["important_gen.py", "sub/keep.py", "train.py"]
+    every_file = [
+        "train.py", "ignored.py", "generated/model.py", "schema_gen.py", "important_gen.py",
+        "sub/keep.py", "sub/scratch.py", "sub/deeper/notes.py",
+    ]  # fmt: skip
+    assert set(every_file) - git_ignored(git_repository, every_file) == set(paths)
+
+
+def test_nested_gitignore_applies_when_scanning_a_subfolder(git_repository: Path) -> None:
+    from_root = scan_json("sub", cwd=git_repository, expect_exit=1)
+    assert found(from_root) == [("sub/keep.py", 2, "XM101")]
+    from_inside = scan_json(cwd=git_repository / "sub", expect_exit=1)
+    assert found(from_inside) == [("keep.py", 2, "XM101")]
+
+
+def test_no_respect_gitignore_scans_ignored_files(git_repository: Path) -> None:
+    document = scan_json("--no-respect-gitignore", cwd=git_repository, expect_exit=1)
+    assert sorted(f["path"] for f in document["findings"]) == [
+        "generated/model.py",
+        "ignored.py",
+        "important_gen.py",
+        "schema_gen.py",
+        "sub/deeper/notes.py",
+        "sub/keep.py",
+        "sub/scratch.py",
+        "train.py",
+    ]
+
+
+def test_explicitly_named_gitignored_file_is_scanned(git_repository: Path) -> None:
+    document = scan_json("ignored.py", "sub/scratch.py", cwd=git_repository, expect_exit=1)
+    assert found(document) == [("ignored.py", 2, "XM101"), ("sub/scratch.py", 2, "XM101")]
+
+
+# --- the rule command and --version ------------------------------------------------------------
+
+ALL_CODES = ["XM101", "XM102", "XM103", "XM201", "XM202", "XM301", "XM901"]
+
+
+def test_rule_prints_the_explanation(tmp_path: Path) -> None:
+    result = run_cli("rule", "XM101", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    first = result.stdout.splitlines()[0]
+    assert first.startswith("XM101 (use-bf16-write): ")
+    assert "XLA_USE_BF16" in result.stdout
+    assert "bfloat16" in result.stdout  # the explanation body, not only the summary
+    assert "Severity: error" in result.stdout
+    lower = run_cli("rule", "xm202", cwd=tmp_path)
+    assert lower.returncode == 0
+    assert lower.stdout.startswith("XM202 ")
+
+
+def test_rule_all_lists_every_code(tmp_path: Path) -> None:
+    result = run_cli("rule", "--all", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    codes = [line.split()[0] for line in result.stdout.splitlines() if line.strip()]
+    assert codes == ALL_CODES
+
+
+def test_rule_exits_2_on_an_unknown_code(tmp_path: Path) -> None:
+    result = run_cli("rule", "NOPE", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "NOPE" in result.stderr
+    assert result.stdout == ""
+
+
+def test_version_prints_the_package_version(tmp_path: Path) -> None:
+    result = run_cli("--version", cwd=tmp_path)
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"xlamigrate {xlamigrate.__version__}"
