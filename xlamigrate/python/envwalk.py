@@ -268,10 +268,7 @@ class EnvWalker(cst.CSTVisitor):
     def _assignment(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
         if isinstance(target, cst.Subscript):
             self.stored.add(target)
-            receiver = self._receiver(target.value)
-            key = _subscript_key(target)
-            if receiver is not None and key is not None:
-                self._raw("write", receiver, key, value, target, "subscript")
+            self._subscript("write", target, value, "subscript")
             return
         if not isinstance(target, cst.Name):
             return
@@ -308,20 +305,22 @@ class EnvWalker(cst.CSTVisitor):
         for target in targets:
             if isinstance(target, cst.Subscript):
                 self.stored.add(target)
-                receiver = self._receiver(target.value)
-                key = _subscript_key(target)
-                if receiver is not None and key is not None:
-                    self._raw("delete", receiver, key, None, target, "del")
+                self._subscript("delete", target, None, "del")
 
     # -- expressions ---------------------------------------------------------------------------
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
-        if node in self.stored:  # its parent statement, visited first, recorded the write
-            return
+        if node not in self.stored:  # its parent statement, visited first, recorded the write
+            self._subscript("read", node, None, "subscript")
+
+    def _subscript(
+        self, kind: Access, node: cst.Subscript, value: cst.BaseExpression | None, form: Form
+    ) -> None:
+        """`mapping[key]` as a write, delete or read, if the mapping may be an environment."""
         receiver = self._receiver(node.value)
         key = _subscript_key(node)
         if receiver is not None and key is not None:
-            self._raw("read", receiver, key, None, node, "subscript")
+            self._raw(kind, receiver, key, value, node, form)
 
     def visit_Comparison(self, node: cst.Comparison) -> None:
         if len(node.comparisons) != 1:
