@@ -80,3 +80,9 @@ def test_wheel_ships_the_rule_catalogue_and_loads_it(tmp_path: Path) -> None:
         cwd=tmp_path, capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert "XM101" in result.stdout and "XM901" in result.stdout
+
+
+def test_importing_the_runtime_does_not_import_the_cli_stack() -> None:
+    modules = imported_modules("import xlamigrate.runtime")
+    assert "torch" in modules  # the probe works: the runtime does need torch
+    assert not modules & {"libcst", "typer", "rich", "click", "pathspec"}

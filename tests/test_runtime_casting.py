@@ -1,0 +1,124 @@
+"""A bf16 module accepts fp32 inputs again, the way the legacy flag made it."""
+
+from __future__ import annotations
+
+from collections import namedtuple
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+from xlamigrate.runtime.casting import cast_floating, cast_inputs_to_module_dtype
+
+Batch = namedtuple("Batch", ["features", "ids"])
+
+
+class Recorder(nn.Module):
+    """A bf16 linear layer that records the dtypes of everything it was called with."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(4, 2)
+        self.seen: list[Any] = []
+
+    def forward(self, x: torch.Tensor, *extra: Any, **named: Any) -> torch.Tensor:
+        self.seen.append((x.dtype, extra, named))
+        return self.linear(x)
+
+
+def test_bf16_model_without_the_helper_rejects_fp32_input() -> None:
+    model = nn.Linear(4, 2).to(torch.bfloat16)
+    try:
+        model(torch.randn(3, 4))
+    except RuntimeError as error:
+        assert "dtype" in str(error)
+    else:
+        raise AssertionError("a float32 input was accepted by a bf16 model")
+
+
+def test_floating_inputs_are_cast_to_the_parameter_dtype() -> None:
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1)).to(torch.bfloat16)
+    cast_inputs_to_module_dtype(model)
+    output = model(torch.randn(3, 4))
+    assert output.dtype == torch.bfloat16
+
+
+def test_nested_args_and_kwargs_are_cast_and_integers_untouched() -> None:
+    model = Recorder().to(torch.bfloat16)
+    cast_inputs_to_module_dtype(model)
+    ids = torch.arange(3)
+    model(
+        torch.randn(3, 4),
+        [torch.randn(2), ids],
+        Batch(torch.randn(2, dtype=torch.float64), ids),
+        mask={"weights": torch.rand(3), "ids": ids},
+        flag=True,
+    )
+    x_dtype, extra, named = model.seen[-1]
+    assert x_dtype == torch.bfloat16
+    assert extra[0][0].dtype == torch.bfloat16 and extra[0][1].dtype == torch.int64
+    assert isinstance(extra[1], Batch)
+    assert extra[1].features.dtype == torch.bfloat16 and extra[1].ids is ids
+    assert named["mask"]["weights"].dtype == torch.bfloat16 and named["mask"]["ids"] is ids
+    assert named["flag"] is True
+
+
+def test_fp32_module_is_left_alone() -> None:
+    model = Recorder()
+    cast_inputs_to_module_dtype(model)
+    for dtype in (torch.float64, torch.bfloat16):
+        with pytest.raises(RuntimeError):
+            model(torch.randn(3, 4, dtype=dtype))  # nn.Linear rejects it: nothing was cast
+        assert model.seen[-1][0] == dtype
+    assert model(torch.randn(3, 4)).dtype == torch.float32
+
+
+def test_handle_removes_the_cast() -> None:
+    model = nn.Linear(4, 2).to(torch.bfloat16)
+    handle = cast_inputs_to_module_dtype(model)
+    assert model(torch.randn(1, 4)).dtype == torch.bfloat16
+    handle.remove()
+    try:
+        model(torch.randn(1, 4))
+    except RuntimeError:
+        return
+    raise AssertionError("the cast was still applied after handle.remove()")
+
+
+def test_installing_twice_returns_the_same_handle() -> None:
+    model = nn.Linear(4, 2).to(torch.bfloat16)
+    first = cast_inputs_to_module_dtype(model)
+    second = cast_inputs_to_module_dtype(model)
+    assert first is second
+    assert len(model._forward_pre_hooks) == 1
+    first.remove()
+    third = cast_inputs_to_module_dtype(model)
+    assert third is not first and len(model._forward_pre_hooks) == 1
+
+
+def test_dtype_is_read_at_each_call() -> None:
+    model = nn.Linear(4, 2)
+    cast_inputs_to_module_dtype(model)
+    assert model(torch.randn(1, 4)).dtype == torch.float32
+    model.to(torch.bfloat16)  # the model is cast after the helper was installed
+    assert model(torch.randn(1, 4)).dtype == torch.bfloat16
+
+
+def test_gradients_flow_to_bf16_parameters_through_cast_inputs() -> None:
+    model = nn.Linear(4, 1).to(torch.bfloat16)
+    cast_inputs_to_module_dtype(model)
+    x = torch.randn(5, 4, requires_grad=True)
+    model(x).float().sum().backward()
+    assert model.weight.grad is not None and model.weight.grad.dtype == torch.bfloat16
+    assert x.grad is not None and x.grad.dtype == torch.float32
+
+
+def test_cast_floating_keeps_mapping_types() -> None:
+    from collections import OrderedDict
+
+    value = OrderedDict(a=torch.ones(1), b="text")
+    cast = cast_floating(value, torch.bfloat16)
+    assert (
+        isinstance(cast, OrderedDict) and cast["a"].dtype == torch.bfloat16 and cast["b"] == "text"
+    )

@@ -1,0 +1,454 @@
+"""FP32ParamsCopy and StochasticRoundingOptimizer on CPU torch: one test per promise they make."""
+
+from __future__ import annotations
+
+import copy
+import io
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+from torch.optim import Optimizer
+
+from xlamigrate.runtime import AdamW_FP32ParamsCopy, FP32ParamsCopy, StochasticRoundingOptimizer
+
+Wrapper = Callable[[Optimizer], Optimizer]
+WRAPPERS: dict[str, Wrapper] = {
+    "masters-nearest": FP32ParamsCopy,
+    "masters-stochastic": lambda inner: FP32ParamsCopy(inner, stochastic_rounding=True),
+    "states-stochastic": StochasticRoundingOptimizer,
+}
+
+
+def bf16_mlp(seed: int = 0) -> nn.Module:
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 1)).to(torch.bfloat16)
+
+
+def batch(step: int) -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(1000 + step)
+    x = torch.randn(32, 8, generator=generator)
+    return x.to(torch.bfloat16), x.sum(dim=1, keepdim=True).to(torch.bfloat16)
+
+
+def train(model: nn.Module, optimizer: Optimizer, steps: range) -> list[float]:
+    losses = []
+    for step in steps:
+        x, y = batch(step)
+        loss = nn.functional.mse_loss(model(x).float(), y.float())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
+
+
+def round_trip(state: dict[str, Any]) -> dict[str, Any]:
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    buffer.seek(0)
+    loaded: dict[str, Any] = torch.load(buffer, weights_only=True)
+    return loaded
+
+
+def inner_state_tensors(optimizer: Any) -> list[torch.Tensor]:
+    """The inner optimizer's per-parameter state tensors, without AdamW's scalar step count."""
+    return [
+        value
+        for state in optimizer.optimizer.state.values()
+        for key, value in state.items()
+        if torch.is_tensor(value) and key != "step"
+    ]
+
+
+# --- it is an Optimizer over the model's bf16 parameters ------------------------------------
+
+
+@pytest.mark.parametrize("name", WRAPPERS)
+def test_wrapper_is_an_optimizer_whose_param_groups_are_the_model_parameters(name: str) -> None:
+    model = bf16_mlp()
+    optimizer = WRAPPERS[name](torch.optim.AdamW(model.parameters(), lr=1e-3))
+    assert isinstance(optimizer, Optimizer)
+    grouped = [p for group in optimizer.param_groups for p in group["params"]]
+    assert len(grouped) == len(list(model.parameters()))
+    assert all(a is b for a, b in zip(grouped, model.parameters(), strict=True))
+    assert all(p.dtype == torch.bfloat16 for p in grouped)
+    assert optimizer.param_groups[0]["lr"] == 1e-3
+
+
+@pytest.mark.parametrize("name", WRAPPERS)
+def test_parameters_stay_bf16_and_training_makes_progress(name: str) -> None:
+    model = bf16_mlp()
+    optimizer = WRAPPERS[name](torch.optim.AdamW(model.parameters(), lr=1e-2))
+    losses = train(model, optimizer, range(40))
+    assert all(p.dtype == torch.bfloat16 for p in model.parameters())
+    assert all(t.dtype == torch.float32 for t in inner_state_tensors(optimizer))
+    assert sum(losses[-5:]) < 0.5 * sum(losses[:5])
+
+
+def test_masters_are_fp32_and_never_alias_the_parameters() -> None:
+    model = bf16_mlp()
+    optimizer = FP32ParamsCopy(torch.optim.AdamW(model.parameters(), lr=1e-2))
+    train(model, optimizer, range(5))
+    for param, master in zip(model.parameters(), optimizer.master_params(), strict=True):
+        assert master.dtype == torch.float32 and param.dtype == torch.bfloat16
+        assert master.data_ptr() != param.data_ptr()
+        before = param.detach().clone()
+        with torch.no_grad():
+            master.add_(1.0)
+        assert torch.equal(param, before)
+
+
+def test_update_is_computed_in_fp32_from_fp32_gradients() -> None:
+    model = bf16_mlp()
+    masters = [p.detach().float().clone().requires_grad_() for p in model.parameters()]
+    reference = torch.optim.AdamW(masters, lr=1e-2, weight_decay=0.1)
+    optimizer = FP32ParamsCopy(torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.1))
+    for step in range(3):
+        x, y = batch(step)
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(x).float(), y.float()).backward()
+        for master, param in zip(masters, model.parameters(), strict=True):
+            master.grad = param.grad.float()
+        reference.step()
+        optimizer.step()
+        for master, mine, param in zip(
+            masters, optimizer.master_params(), model.parameters(), strict=True
+        ):
+            assert torch.equal(master.detach(), mine)
+            assert torch.equal(param, master.detach().to(torch.bfloat16))
+
+
+# --- LR schedulers, gradient clipping, zero_grad, groups ------------------------------------
+
+
+def test_lr_scheduler_changes_reach_the_update() -> None:
+    model = bf16_mlp()
+    optimizer = FP32ParamsCopy(torch.optim.AdamW(model.parameters(), lr=1e-2))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 if step == 0 else 0.0)
+    train(model, optimizer, range(1))
+    scheduler.step()
+    assert optimizer.param_groups[0]["lr"] == 0.0
+    masters = [m.clone() for m in optimizer.master_params()]
+    train(model, optimizer, range(1, 3))
+    assert all(torch.equal(a, b) for a, b in zip(masters, optimizer.master_params(), strict=True))
+
+
+def test_clip_grad_norm_on_the_model_parameters_scales_the_update() -> None:
+    model = bf16_mlp()
+    optimizer = FP32ParamsCopy(torch.optim.SGD(model.parameters(), lr=1.0))
+    before = [m.clone() for m in optimizer.master_params()]
+    x, y = batch(0)
+    nn.functional.mse_loss(model(x).float(), y.float()).backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1e-3)
+    clipped = [p.grad.float() for p in model.parameters()]
+    optimizer.step()
+    total = torch.sqrt(
+        sum((b - m).pow(2).sum() for b, m in zip(before, optimizer.master_params(), strict=True))
+    )
+    assert abs(total.item() - 1e-3) < 1e-4
+    for b, m, g in zip(before, optimizer.master_params(), clipped, strict=True):
+        # b - (b - g) in fp32 is exact up to one ulp of b (|b| < 1: below 1.2e-7).
+        assert torch.allclose(b - m, g, rtol=0, atol=1.2e-7)
+
+
+@pytest.mark.parametrize("set_to_none", [True, False])
+def test_zero_grad_clears_the_model_gradients(set_to_none: bool) -> None:
+    model = bf16_mlp()
+    optimizer = FP32ParamsCopy(torch.optim.AdamW(model.parameters(), lr=1e-2))
+    train(model, optimizer, range(1))
+    x, y = batch(1)
+    nn.functional.mse_loss(model(x).float(), y.float()).backward()
+    optimizer.zero_grad(set_to_none=set_to_none)
+    for param in model.parameters():
+        if set_to_none:
+            assert param.grad is None
+        else:
+            assert param.grad is not None and param.grad.dtype == torch.bfloat16
+            assert not bool(param.grad.any())
+    assert all(m.grad is None for m in optimizer.master_params())
+
+
+@pytest.mark.parametrize("name", WRAPPERS)
+def test_param_groups_keep_their_own_hyperparameters(name: str) -> None:
+    model = bf16_mlp()
+    first, second = model[0], model[2]
+    inner = torch.optim.AdamW(
+        [{"params": first.parameters(), "lr": 1e-2}, {"params": second.parameters(), "lr": 0.0}],
+        weight_decay=0.0,
+    )
+    optimizer = WRAPPERS[name](inner)
+    frozen = [p.detach().clone() for p in second.parameters()]
+    moving = [p.detach().clone() for p in first.parameters()]
+    train(model, optimizer, range(5))
+    assert all(torch.equal(a, b) for a, b in zip(frozen, second.parameters(), strict=True))
+    assert all(not torch.equal(a, b) for a, b in zip(moving, first.parameters(), strict=True))
+
+
+@pytest.mark.parametrize("name", WRAPPERS)
+def test_parameters_without_gradients_are_left_bit_for_bit(name: str) -> None:
+    model = bf16_mlp()
+    model.register_parameter("unused", nn.Parameter(torch.randn(7).to(torch.bfloat16)))
+    model[2].bias.requires_grad_(False)
+    optimizer = WRAPPERS[name](torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.5))
+    untouched = [model.unused.detach().clone(), model[2].bias.detach().clone()]
+    train(model, optimizer, range(5))
+    assert torch.equal(untouched[0], model.unused)
+    assert torch.equal(untouched[1], model[2].bias)
+
+
+@pytest.mark.parametrize("name", WRAPPERS)
+def test_add_param_group_after_construction(name: str) -> None:
+    model = bf16_mlp()
+    optimizer = WRAPPERS[name](torch.optim.AdamW(model[0].parameters(), lr=1e-2))
+    optimizer.add_param_group({"params": list(model[2].parameters()), "lr": 5e-3})
+    assert optimizer.param_groups[1]["lr"] == 5e-3
+    assert optimizer.param_groups[1]["weight_decay"] == optimizer.defaults["weight_decay"]
+    before = [p.detach().clone() for p in model[2].parameters()]
+    train(model, optimizer, range(3))
+    assert all(not torch.equal(a, b) for a, b in zip(before, model[2].parameters(), strict=True))
+    assert len(optimizer.state_dict()["state"]) == len(list(model.parameters()))
+    if isinstance(optimizer, FP32ParamsCopy):
+        assert len(optimizer.master_params()) == len(list(model.parameters()))
+
+
+# --- any optimizer ---------------------------------------------------------------------------
+
+
+class SignMomentum(Optimizer):
+    """A third-party-style optimizer (as transformers defines its own): keeps a momentum state."""
+
+    def __init__(self, params: Any, lr: float = 1e-3, beta: float = 0.9) -> None:
+        super().__init__(params, {"lr": lr, "beta": beta})
+
+    @torch.no_grad()
+    def step(self, closure: Any = None) -> None:  # type: ignore[override]
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                buffer = state.setdefault("momentum", torch.zeros_like(p))
+                buffer.mul_(group["beta"]).add_(p.grad, alpha=1 - group["beta"])
+                p.add_(buffer.sign(), alpha=-group["lr"])
+
+
+INNER_OPTIMIZERS: dict[str, Callable[[Any], Optimizer]] = {
+    "sgd-momentum": lambda params: torch.optim.SGD(params, lr=0.05, momentum=0.9),
+    "adam": lambda params: torch.optim.Adam(params, lr=1e-2),
+    "adamw-foreach": lambda params: torch.optim.AdamW(params, lr=1e-2, foreach=True),
+    "rmsprop": lambda params: torch.optim.RMSprop(params, lr=1e-3),
+    "custom": lambda params: SignMomentum(params, lr=1e-2),
+}
+
+
+@pytest.mark.parametrize("inner", INNER_OPTIMIZERS)
+@pytest.mark.parametrize("name", WRAPPERS)
+def test_wraps_any_torch_optimizer(name: str, inner: str) -> None:
+    model = bf16_mlp()
+    optimizer = WRAPPERS[name](INNER_OPTIMIZERS[inner](model.parameters()))
+    losses = train(model, optimizer, range(30))
+    assert sum(losses[-5:]) < sum(losses[:5])
+    assert all(p.dtype == torch.bfloat16 for p in model.parameters())
+    assert all(t.dtype == torch.float32 for t in inner_state_tensors(optimizer))
+
+
+def test_fp32_parameters_are_stepped_directly() -> None:
+    model = bf16_mlp()
+    model.append(nn.LayerNorm(1))  # kept in fp32 on purpose
+    optimizer = FP32ParamsCopy(torch.optim.AdamW(model.parameters(), lr=1e-2))
+    norm_weight = model[3].weight
+    assert any(m is norm_weight for m in optimizer.master_params())
+    before = norm_weight.detach().clone()
+    train(model, optimizer, range(3))
+    assert norm_weight.dtype == torch.float32 and not torch.equal(before, norm_weight)
+
+
+def test_rejects_what_it_cannot_wrap() -> None:
+    model = bf16_mlp()
+    with pytest.raises(TypeError, match=r"torch\.optim\.Optimizer"):
+        FP32ParamsCopy(model.parameters())  # type: ignore[arg-type]
+    stepped = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    train(model, stepped, range(1))
+    with pytest.raises(ValueError, match="before its first step"):
+        FP32ParamsCopy(stepped)
+    wrapped = FP32ParamsCopy(torch.optim.AdamW(bf16_mlp().parameters()))
+    with pytest.raises(TypeError, match="already wrapped"):
+        FP32ParamsCopy(wrapped)
+
+
+def test_adamw_fp32_params_copy_is_a_drop_in_for_the_neuron_sample() -> None:
+    model, twin = bf16_mlp(), bf16_mlp()
+    sample_style = AdamW_FP32ParamsCopy(model.parameters(), lr=1e-2, betas=(0.8, 0.99))
+    explicit = FP32ParamsCopy(torch.optim.AdamW(twin.parameters(), lr=1e-2, betas=(0.8, 0.99)))
+    assert isinstance(sample_style.optimizer, torch.optim.AdamW)
+    assert sample_style.param_groups[0]["betas"] == (0.8, 0.99)
+    train(model, sample_style, range(5))
+    train(twin, explicit, range(5))
+    assert all(
+        torch.equal(a, b) for a, b in zip(model.parameters(), twin.parameters(), strict=True)
+    )
+
+
+# --- checkpoints -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", WRAPPERS)
+def test_state_dict_round_trip_keeps_fp32_states_and_masters_bit_exact(name: str) -> None:
+    model = bf16_mlp()
+    optimizer = WRAPPERS[name](torch.optim.AdamW(model.parameters(), lr=1e-2))
+    train(model, optimizer, range(4))
+    saved = round_trip(optimizer.state_dict())
+    twin = copy.deepcopy(model)
+    restored = WRAPPERS[name](torch.optim.AdamW(twin.parameters(), lr=123.0))
+    restored.load_state_dict(saved)
+    assert restored.param_groups[0]["lr"] == 1e-2
+    mine, theirs = optimizer.state_dict(), restored.state_dict()
+    for index, state in mine["state"].items():
+        for key, value in state.items():
+            other = theirs["state"][index][key]
+            assert other.dtype == value.dtype == torch.float32 and torch.equal(other, value), key
+    if isinstance(optimizer, FP32ParamsCopy):
+        assert isinstance(restored, FP32ParamsCopy)
+        for a, b in zip(optimizer.master_params(), restored.master_params(), strict=True):
+            assert b.dtype == torch.float32 and torch.equal(a, b)
+        # The masters carry precision the bf16 parameters cannot hold.
+        assert any(
+            not torch.equal(m, p.float())
+            for m, p in zip(optimizer.master_params(), model.parameters(), strict=True)
+        )
+
+
+def test_plain_optimizer_would_cast_the_fp32_states_to_bf16() -> None:
+    """Why the wrappers load state themselves: Optimizer.load_state_dict casts to the params."""
+    model = bf16_mlp()
+    optimizer = FP32ParamsCopy(torch.optim.AdamW(model.parameters(), lr=1e-2))
+    train(model, optimizer, range(2))
+    plain = torch.optim.AdamW(copy.deepcopy(model).parameters(), lr=1e-2)
+    plain.load_state_dict(round_trip(optimizer.state_dict()))
+    assert all(s["exp_avg"].dtype == torch.bfloat16 for s in plain.state.values())
+
+
+@pytest.mark.parametrize("model_first", [True, False], ids=["model-then-opt", "opt-then-model"])
+@pytest.mark.parametrize("name", WRAPPERS)
+def test_resuming_from_a_checkpoint_continues_exactly(name: str, model_first: bool) -> None:
+    uninterrupted = bf16_mlp()
+    reference = WRAPPERS[name](torch.optim.AdamW(uninterrupted.parameters(), lr=1e-2))
+    train(uninterrupted, reference, range(10))
+
+    first_half = bf16_mlp()
+    optimizer = WRAPPERS[name](torch.optim.AdamW(first_half.parameters(), lr=1e-2))
+    train(first_half, optimizer, range(5))
+    checkpoint = round_trip({"model": first_half.state_dict(), "opt": optimizer.state_dict()})
+
+    resumed = bf16_mlp(seed=99)  # a fresh process would start from other weights
+    restored = WRAPPERS[name](torch.optim.AdamW(resumed.parameters(), lr=5.0))
+    if model_first:
+        resumed.load_state_dict(checkpoint["model"])
+        restored.load_state_dict(checkpoint["opt"])
+    else:
+        restored.load_state_dict(checkpoint["opt"])
+        resumed.load_state_dict(checkpoint["model"])
+    train(resumed, restored, range(5, 10))
+
+    for a, b in zip(uninterrupted.parameters(), resumed.parameters(), strict=True):
+        assert torch.equal(a, b)
+    if isinstance(reference, FP32ParamsCopy) and isinstance(restored, FP32ParamsCopy):
+        for a, b in zip(reference.master_params(), restored.master_params(), strict=True):
+            assert torch.equal(a, b)
+
+
+# --- parameters changed outside the optimizer ------------------------------------------------
+
+
+def test_masters_follow_a_model_load_after_the_optimizer_was_built() -> None:
+    model = bf16_mlp()
+    optimizer = FP32ParamsCopy(torch.optim.SGD(model.parameters(), lr=0.1))
+    train(model, optimizer, range(3))
+    other = bf16_mlp(seed=7).state_dict()
+    model.load_state_dict(other)
+    optimizer.zero_grad()
+    optimizer.step()  # no gradients: nothing updated, but the masters catch up
+    for master, param in zip(optimizer.master_params(), model.parameters(), strict=True):
+        assert torch.equal(master, param.float())
+    train(model, optimizer, range(3, 4))
+    assert all(p.dtype == torch.bfloat16 for p in model.parameters())
+
+
+def test_sample_defect_masters_would_overwrite_a_model_load() -> None:
+    """The published sample captured masters once; a stale master would undo the load."""
+    model = bf16_mlp()
+    optimizer = FP32ParamsCopy(torch.optim.SGD(model.parameters(), lr=0.0))
+    train(model, optimizer, range(1))
+    loaded = bf16_mlp(seed=7).state_dict()
+    model.load_state_dict(loaded)
+    train(model, optimizer, range(1, 2))  # lr 0: the step must leave the loaded weights alone
+    for name, param in model.named_parameters():
+        assert torch.equal(param, loaded[name])
+
+
+def test_reloading_the_same_values_keeps_the_masters_precision() -> None:
+    model = bf16_mlp()
+    optimizer = FP32ParamsCopy(torch.optim.AdamW(model.parameters(), lr=1e-3))
+    train(model, optimizer, range(5))
+    masters = [m.clone() for m in optimizer.master_params()]
+    assert any(
+        not torch.equal(m, p.float()) for m, p in zip(masters, model.parameters(), strict=True)
+    )
+    model.load_state_dict(copy.deepcopy(model.state_dict()))
+    optimizer.zero_grad()
+    optimizer.step()
+    assert all(torch.equal(a, b) for a, b in zip(masters, optimizer.master_params(), strict=True))
+
+
+def test_an_in_place_edit_resyncs_only_the_edited_elements() -> None:
+    model = bf16_mlp()
+    optimizer = FP32ParamsCopy(torch.optim.AdamW(model.parameters(), lr=1e-3))
+    train(model, optimizer, range(5))
+    weight = model[0].weight
+    master = optimizer.master_params()[0].clone()
+    with torch.no_grad():
+        weight[0, 0] = 42.0
+    optimizer.zero_grad()
+    optimizer.step()
+    after = optimizer.master_params()[0]
+    assert after[0, 0].item() == 42.0
+    assert torch.equal(after.flatten()[1:], master.flatten()[1:])
+
+
+# --- stochastic rounding -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("wrap", ["masters", "states"])
+def test_stochastic_rounding_is_reproducible_with_a_generator(wrap: str) -> None:
+    def run(seed: int) -> list[torch.Tensor]:
+        model = bf16_mlp()
+        inner = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        generator = torch.Generator().manual_seed(seed)
+        optimizer: Optimizer = (
+            FP32ParamsCopy(inner, stochastic_rounding=True, generator=generator)
+            if wrap == "masters"
+            else StochasticRoundingOptimizer(inner, generator=generator)
+        )
+        train(model, optimizer, range(5))
+        return [p.detach().clone() for p in model.parameters()]
+
+    first, second, other = run(1), run(1), run(2)
+    assert all(torch.equal(a, b) for a, b in zip(first, second, strict=True))
+    assert any(not torch.equal(a, b) for a, b in zip(first, other, strict=True))
+
+
+def test_stochastic_rounding_optimizer_keeps_no_fp32_copy_between_steps() -> None:
+    model = bf16_mlp()
+    optimizer = StochasticRoundingOptimizer(torch.optim.AdamW(model.parameters(), lr=1e-3))
+    train(model, optimizer, range(3))
+    inner = optimizer.optimizer
+    assert all(
+        a is b for a, b in zip(inner.param_groups[0]["params"], model.parameters(), strict=True)
+    )
+    assert set(map(id, inner.state)) == {id(p) for p in model.parameters()}
+    held = sum(t.nbytes for t in inner_state_tensors(optimizer))
+    count = sum(p.numel() for p in model.parameters())
+    assert held == 8 * count  # exp_avg and exp_avg_sq in fp32, nothing else

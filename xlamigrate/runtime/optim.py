@@ -1,0 +1,304 @@
+"""Optimizers for bf16 models that update in fp32: master weights, or fp32 states with
+stochastic rounding.
+
+Both wrap any `torch.optim.Optimizer` (the *inner* optimizer) built on the model's bf16
+parameters. The wrapper is itself an Optimizer whose `param_groups` hold those bf16 parameters,
+so LR schedulers, `clip_grad_norm_` and `xm.optimizer_step` (which all-reduces the `.grad` of
+the params in `param_groups`) work unchanged. The inner optimizer steps fp32 stand-ins:
+
+* `FP32ParamsCopy` keeps a persistent fp32 master copy of every bf16 parameter (Neuron's
+  "AdamW_FP32ParamsCopy" recipe, without the published sample's defects: parameters stay bf16
+  and never alias masters, masters and fp32 states survive `state_dict()`, and masters follow
+  changes made to the parameters outside the optimizer);
+* `StochasticRoundingOptimizer` keeps no masters: fp32 stand-ins live only during `step()`,
+  the inner optimizer's states stay fp32, and the result is written back with stochastic
+  rounding (the torchao `bf16_stochastic_round` idea, for CPU/GPU where
+  NEURON_RT_STOCHASTIC_ROUNDING_EN does nothing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+from torch.optim import Optimizer
+
+from xlamigrate.runtime.rounding import is_bf16_rounding_of, stochastic_round_to_bf16
+
+MASTERS_KEY = "fp32_master_params"
+GENERATOR_KEY = "stochastic_rounding_generator_state"
+
+_Pair = tuple[
+    torch.Tensor, torch.Tensor
+]  # (model parameter, fp32 tensor the inner optimizer steps)
+
+
+class _FP32UpdateOptimizer(Optimizer):
+    """What both wrappers share: the bf16 param_groups, hyper-parameter sync, step, write-back."""
+
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        stochastic_rounding: bool,
+        generator: torch.Generator | None,
+        seed: int,
+    ) -> None:
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"expected a torch.optim.Optimizer, got {type(optimizer).__name__}")
+        if isinstance(optimizer, _FP32UpdateOptimizer):
+            raise TypeError("the optimizer is already wrapped")
+        if any(optimizer.state.values()):
+            raise ValueError("wrap the optimizer before its first step: it already has state")
+        self.optimizer = optimizer
+        self.stochastic_rounding = stochastic_rounding
+        self.generator = generator
+        self.seed = seed
+        self._attached = False  # Optimizer.__init__ calls add_param_group for our own groups
+        groups = [dict(group) for group in optimizer.param_groups]
+        super().__init__(groups, dict(optimizer.defaults))
+        self._attached = True
+        for index, group in enumerate(self.param_groups):
+            self._attach_group(index, group["params"])
+
+    # -- what each wrapper decides ---------------------------------------------------------
+
+    def _attach_group(self, index: int, params: list[torch.Tensor]) -> None:
+        """Prepares the inner optimizer's group `index` for the given model parameters."""
+        raise NotImplementedError
+
+    @contextmanager
+    def _fp32_pairs(self) -> Iterator[list[_Pair]]:
+        """Puts fp32 stand-ins in the inner optimizer for the duration of the block."""
+        raise NotImplementedError
+        yield []
+
+    def _after_write(self, pairs: list[_Pair]) -> None:
+        """Called after the updated values were written into the model parameters."""
+
+    # -- Optimizer API ---------------------------------------------------------------------
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        super().add_param_group(param_group)
+        if self._attached:
+            group = self.param_groups[-1]
+            self.optimizer.add_param_group({**_hyperparameters(group), "params": []})
+            self._attach_group(len(self.param_groups) - 1, group["params"])
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:  # type: ignore[override]
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():  # type: ignore[no-untyped-call]
+                loss = closure()
+        for outer, inner in zip(self.param_groups, self.optimizer.param_groups, strict=True):
+            inner.update(_hyperparameters(outer))  # LR schedulers write to our groups
+        with self._fp32_pairs() as pairs:
+            updated = [(param, fp32) for param, fp32 in pairs if param.grad is not None]
+            for param, fp32 in updated:
+                if fp32 is not param and param.grad is not None:
+                    fp32.grad = param.grad.to(torch.float32)
+            self.optimizer.step()
+            for param, fp32 in updated:
+                if fp32 is not param:
+                    self._write(param, fp32)
+                    fp32.grad = None
+            self._after_write(updated)
+        return loss
+
+    def state_dict(self) -> dict[str, Any]:
+        with self._fp32_pairs():
+            inner = self.optimizer.state_dict()
+        state = {"state": inner["state"], "param_groups": super().state_dict()["param_groups"]}
+        if self.generator is not None:
+            state[GENERATOR_KEY] = self.generator.get_state()
+        return state
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        groups = state_dict["param_groups"]
+        super().load_state_dict({"state": {}, "param_groups": groups})
+        # The inner optimizer casts floating states to its params' dtype: fp32 here, lossless.
+        with self._fp32_pairs():
+            self.optimizer.load_state_dict({"state": state_dict["state"], "param_groups": groups})
+        generator = self._generator(self._first_device())
+        if GENERATOR_KEY in state_dict and generator is not None:  # XLA uses its own RNG state
+            generator.set_state(state_dict[GENERATOR_KEY])
+
+    def __repr__(self) -> str:
+        mode = "stochastic" if self.stochastic_rounding else "nearest"
+        return f"{type(self).__name__}(rounding={mode}, optimizer={self.optimizer!r})"
+
+    # -- writing back ------------------------------------------------------------------------
+
+    def _write(self, param: torch.Tensor, fp32: torch.Tensor) -> None:
+        if self.stochastic_rounding and param.dtype == torch.bfloat16:
+            param.copy_(stochastic_round_to_bf16(fp32, self._generator(param.device)))
+        else:
+            param.copy_(fp32)  # round to nearest, into the existing storage
+
+    def _generator(self, device: torch.device) -> torch.Generator | None:
+        """The generator for stochastic rounding: the user's, else one seeded with `seed`, so
+        that every data-parallel rank draws the same roundings. None where the device has no
+        generators of its own (XLA): its default RNG is used."""
+        if self.generator is None and device.type != "xla":
+            self.generator = torch.Generator(device=device).manual_seed(self.seed)
+        return self.generator
+
+    def _first_device(self) -> torch.device:
+        first: torch.Tensor = self.param_groups[0]["params"][0]
+        return first.device
+
+
+class FP32ParamsCopy(_FP32UpdateOptimizer):
+    """Wraps an optimizer built on a bf16 model with fp32 master weights.
+
+    `FP32ParamsCopy(torch.optim.AdamW(model.parameters(), lr=1e-4))` keeps an fp32 copy of every
+    bf16 parameter; the inner optimizer computes the update on it in fp32 from fp32 gradients
+    with fp32 states, and the result is written into the existing bf16 storage, rounded to
+    nearest (or stochastically with `stochastic_rounding=True`). Parameters that are not bf16
+    (an fp32 norm layer, say) are stepped directly. Masters are saved by `state_dict()`. A
+    parameter changed outside the optimizer (`model.load_state_dict(...)`, an in-place edit)
+    is noticed at the next step and its master follows it.
+    """
+
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        stochastic_rounding: bool = False,
+        generator: torch.Generator | None = None,
+        seed: int = 0,
+    ) -> None:
+        self._masters: dict[torch.Tensor, torch.Tensor] = {}
+        self._versions: dict[torch.Tensor, int] = {}
+        super().__init__(optimizer, stochastic_rounding, generator, seed)
+
+    def _attach_group(self, index: int, params: list[torch.Tensor]) -> None:
+        masters = []
+        for param in params:
+            if param.dtype == torch.bfloat16:
+                master = param.detach().to(torch.float32)  # a new tensor: never aliases
+                self._masters[param] = master
+                self._versions[param] = param._version
+                masters.append(master)
+            else:
+                masters.append(param)
+        self.optimizer.param_groups[index]["params"] = masters
+
+    def master_params(self) -> list[torch.Tensor]:
+        """The fp32 master weights, in parameter order (a parameter that is not bf16 is its own)."""
+        return [p for group in self.optimizer.param_groups for p in group["params"]]
+
+    @contextmanager
+    def _fp32_pairs(self) -> Iterator[list[_Pair]]:
+        pairs: list[_Pair] = []
+        for outer, inner in zip(self.param_groups, self.optimizer.param_groups, strict=True):
+            pairs.extend(zip(outer["params"], inner["params"], strict=True))
+        self._follow_outside_changes(pairs)
+        yield pairs
+
+    def _follow_outside_changes(self, pairs: list[_Pair]) -> None:
+        """Masters follow parameters that something other than this optimizer wrote.
+
+        The version counter says a parameter was written; an element whose bf16 value is still
+        a rounding of its master was not really changed and keeps the master's extra precision.
+        """
+        with torch.no_grad():
+            for param, master in pairs:
+                if master is param or param._version == self._versions[param]:
+                    continue
+                kept = is_bf16_rounding_of(param, master)
+                master.copy_(torch.where(kept, master, param.to(torch.float32)))
+                self._versions[param] = param._version
+
+    def _after_write(self, pairs: list[_Pair]) -> None:
+        for param, _ in pairs:
+            if param in self._versions:
+                self._versions[param] = param._version
+
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
+        state[MASTERS_KEY] = dict(enumerate(self.master_params()))
+        return state
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        super().load_state_dict(state_dict)
+        saved = state_dict.get(MASTERS_KEY)
+        with torch.no_grad():
+            params = [p for group in self.param_groups for p in group["params"]]
+            for index, (param, master) in enumerate(zip(params, self.master_params(), strict=True)):
+                if master is param:
+                    continue
+                source = saved[index] if saved is not None else param
+                master.copy_(source.to(device=master.device, dtype=torch.float32))
+                self._versions[param] = param._version
+
+
+class AdamW_FP32ParamsCopy(FP32ParamsCopy):  # the class name Neuron's sample uses
+    """Drop-in for Neuron's sample class: `AdamW_FP32ParamsCopy(params, lr=..., ...)` takes
+    torch.optim.AdamW's arguments and keeps fp32 master weights."""
+
+    def __init__(
+        self,
+        params: Iterable[Any],
+        *args: Any,
+        stochastic_rounding: bool = False,
+        generator: torch.Generator | None = None,
+        seed: int = 0,
+        **kwargs: Any,
+    ) -> None:
+        adamw = torch.optim.AdamW(params, *args, **kwargs)
+        super().__init__(adamw, stochastic_rounding, generator, seed)
+
+
+class StochasticRoundingOptimizer(_FP32UpdateOptimizer):
+    """Wraps an optimizer built on a bf16 model: fp32 states, stochastic rounding, no masters.
+
+    During `step()` each bf16 parameter gets a temporary fp32 stand-in; the inner optimizer
+    updates it with fp32 gradients and fp32 states, and the result is written back with
+    unbiased stochastic rounding, so updates far below a bf16 ulp still move the weights on
+    average. Between steps nothing but the inner optimizer's fp32 states is kept (12 bytes
+    per parameter with AdamW instead of 16 with masters).
+    """
+
+    def __init__(
+        self, optimizer: Optimizer, generator: torch.Generator | None = None, seed: int = 0
+    ) -> None:
+        super().__init__(optimizer, True, generator, seed)
+
+    def _attach_group(self, index: int, params: list[torch.Tensor]) -> None:
+        self.optimizer.param_groups[index]["params"] = list(params)
+
+    @contextmanager
+    def _fp32_pairs(self) -> Iterator[list[_Pair]]:
+        pairs: list[_Pair] = []
+        for group in self.optimizer.param_groups:
+            stand_ins = []
+            for param in group["params"]:
+                stand_in = (
+                    param.detach().to(torch.float32) if param.dtype == torch.bfloat16 else param
+                )
+                pairs.append((param, stand_in))
+                stand_ins.append(stand_in)
+            group["params"] = stand_ins
+        _rekey(self.optimizer.state, pairs)
+        try:
+            yield pairs
+        finally:
+            _rekey(self.optimizer.state, [(fp32, param) for param, fp32 in pairs])
+            index = 0
+            for group in self.optimizer.param_groups:
+                count = len(group["params"])
+                group["params"] = [param for param, _ in pairs[index : index + count]]
+                index += count
+
+
+def _rekey(state: dict[Any, Any], moves: list[_Pair]) -> None:
+    """Moves the inner optimizer's per-parameter state from one key tensor to another."""
+    for old, new in moves:
+        if old is not new and old in state:
+            state[new] = state.pop(old)
+
+
+def _hyperparameters(group: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in group.items() if key != "params"}
