@@ -140,7 +140,8 @@ class _FP32UpdateOptimizer(Optimizer):
     def _generator(self, device: torch.device) -> torch.Generator | None:
         """The generator for stochastic rounding: the user's, else one seeded with `seed`, so
         that every data-parallel rank draws the same roundings. None where the device has no
-        generators of its own (XLA): its default RNG is used."""
+        generators of its own (XLA): its default RNG is used, so seed it alike on every rank
+        (`xm.set_rng_state(seed)`)."""
         if self.generator is None and device.type != "xla":
             self.generator = torch.Generator(device=device).manual_seed(self.seed)
         return self.generator

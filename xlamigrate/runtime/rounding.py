@@ -49,9 +49,10 @@ def is_bf16_rounding_of(rounded: torch.Tensor, exact: torch.Tensor) -> torch.Ten
     from elsewhere. Lets the master-weights optimizer tell its own writes from outside changes
     without keeping a copy of what it wrote.
     """
-    down = exact.view(torch.int32) >> 16  # bf16 bit pattern toward zero, sign included
-    written = rounded.view(torch.int16).to(torch.int32)
-    same_down = (written & 0xFFFF) == (down & 0xFFFF)
-    next_up = (written & 0xFFFF) == ((down + 1) & 0xFFFF)
+    # Compared as fp32 bit patterns with masks only: torch-xla's `>>` on negative int32 rounds
+    # toward zero, so a shift would misjudge negative values there.
+    toward_zero = exact.view(torch.int32) & _HIGH_MASK
+    written = rounded.to(torch.float32).view(torch.int32)  # bf16 -> fp32 is exact
+    away_from_zero = toward_zero + _LOW_BITS  # sign-magnitude: the next bf16 magnitude
     nan_both = torch.isnan(exact) & torch.isnan(rounded)
-    return same_down | next_up | nan_both
+    return (written == toward_zero) | (written == away_from_zero) | nan_both
