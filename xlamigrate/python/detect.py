@@ -33,12 +33,26 @@ def findings_for(
     positions: Mapping[cst.CSTNode, CodeRange],
     catalogue: Catalogue,
 ) -> Iterator[Finding]:
+    for _, finding in classified(path, analysis, positions, catalogue):
+        yield finding
+
+
+def classified(
+    path: str,
+    analysis: EnvAccessAnalysis,
+    positions: Mapping[cst.CSTNode, CodeRange],
+    catalogue: Catalogue,
+) -> Iterator[tuple[EnvAccess | FlagMention, Finding]]:
+    """Each access or mention of a legacy flag with its finding (the rewriter needs both)."""
     first_writes = _first_process_writes(analysis.accesses, positions)
     read_variables = {a.variable for a in analysis.accesses if a.kind == "read"}
     for access in analysis.accesses:
-        yield _access_finding(path, access, positions, catalogue, first_writes, read_variables)
+        if access.variable not in catalogue.flags:
+            continue  # a recipe variable tracked for the rewriter, not a finding
+        finding = _access_finding(path, access, positions, catalogue, first_writes, read_variables)
+        yield access, finding
     for mention in analysis.mentions:
-        yield _mention_finding(path, mention, positions, catalogue)
+        yield mention, _mention_finding(path, mention, positions, catalogue)
 
 
 def _span(node: cst.CSTNode, positions: Mapping[cst.CSTNode, CodeRange]) -> Span:

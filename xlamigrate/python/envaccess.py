@@ -37,6 +37,8 @@ class EnvAccess:
     value: FlagValue | None
     node: cst.CSTNode = field(compare=False, repr=False)
     via: str | None = None  # the same-file helper the access goes through
+    # The expression a write sets (`"1" if bf16 else "0"`), for the rewriter's conditions.
+    value_node: cst.BaseExpression | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -55,11 +57,14 @@ class EnvAccessAnalysis:
     mentions: tuple[FlagMention, ...]
 
 
-def analyse_env_accesses(wrapper: MetadataWrapper, flags: Collection[str]) -> EnvAccessAnalysis:
-    """Every access to (and leftover mention of) a flag in the module, resolved."""
+def analyse_env_accesses(
+    wrapper: MetadataWrapper, flags: Collection[str], also: Collection[str] = ()
+) -> EnvAccessAnalysis:
+    """Every access to (and leftover mention of) a flag in the module, resolved; accesses to the
+    `also` variables too (the rewriter's NEURON_* variables), without mentions."""
     from xlamigrate.python.envresolve import resolve_walk  # the walk and resolution import us
     from xlamigrate.python.envwalk import EnvWalker
 
-    walker = EnvWalker(frozenset(flags))
+    walker = EnvWalker(frozenset(flags), frozenset(also))
     wrapper.visit(walker)
     return resolve_walk(walker)

@@ -116,7 +116,9 @@ class _Resolver:
         if isinstance(node, cst.Arg):
             self.consumed.add(node)
         flag_value = self._value(value) if kind == "write" else None
-        self.accesses.append(EnvAccess(variable, kind, target, form, flag_value, node, via))
+        self.accesses.append(
+            EnvAccess(variable, kind, target, form, flag_value, node, via, value_node=value)
+        )
 
     def _resolve_raw(self, raw: RawAccess) -> None:
         target = self._target(raw.receiver)
@@ -128,7 +130,7 @@ class _Resolver:
                 helper = _Helper(raw.function, raw.kind, raw.target or target, key.name, raw.value)
                 self.helpers.setdefault((raw.function.name, raw.function.is_method), helper)
             return
-        if key is not None and key[0] in self.walk.flags:
+        if key is not None and key[0] in self.walk.tracked:
             variable, literal = key
             self._emit(
                 variable, literal, raw.kind, raw.target or target, raw.form, raw.value, raw.node
@@ -164,7 +166,7 @@ class _Resolver:
                 outer = _Helper(call.function, helper.kind, helper.target, key.name, None)
                 self.helpers.setdefault((call.function.name, call.function.is_method), outer)
             return
-        if key is None or key[0] not in self.walk.flags:
+        if key is None or key[0] not in self.walk.tracked:
             return
         value = helper.value
         if isinstance(value, cst.Name) and value.value in helper.function.keyword_names():
@@ -182,7 +184,7 @@ class _Resolver:
         named = forward.function.keyword_names()
         for arg in call.node.args:
             keyword = arg.keyword.value if arg.keyword is not None else None
-            if keyword is not None and keyword in self.walk.flags and keyword not in named:
+            if keyword is not None and keyword in self.walk.tracked and keyword not in named:
                 self._emit(keyword, None, "write", target, "helper", arg.value, arg,
                            via=forward.function.name)  # fmt: skip
 

@@ -116,9 +116,10 @@ class EnvWalker(cst.CSTVisitor):
     # QualifiedNameProvider names every node of the file and costs more than the scopes do.
     METADATA_DEPENDENCIES = (ScopeProvider,)
 
-    def __init__(self, flags: frozenset[str]) -> None:
+    def __init__(self, flags: frozenset[str], also: frozenset[str] = frozenset()) -> None:
         super().__init__()
-        self.flags = flags
+        self.flags = flags  # named anywhere, they are findings (mentions included)
+        self.tracked = flags | also  # their accesses are resolved (also: the recipes' variables)
         self.shell_pattern = re.compile(
             r"(?<![A-Za-z0-9_])(" + "|".join(map(re.escape, sorted(flags))) + r")=(\S*)"
         )

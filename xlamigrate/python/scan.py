@@ -10,9 +10,14 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from xlamigrate.catalogue import Catalogue
-from xlamigrate.model import FileError, FileResult
-from xlamigrate.python.detect import findings_for
-from xlamigrate.python.envaccess import analyse_env_accesses
+from xlamigrate.model import FileError, FileResult, Finding
+from xlamigrate.python.detect import classified
+from xlamigrate.python.envaccess import (
+    EnvAccess,
+    EnvAccessAnalysis,
+    FlagMention,
+    analyse_env_accesses,
+)
 from xlamigrate.python.parse import parse_python
 from xlamigrate.suppression import is_suppressed, parse_suppressions
 
@@ -25,14 +30,32 @@ def scan_python(
         return FileResult(path, errors=(parsed,))
     wrapper = MetadataWrapper(parsed, unsafe_skip_copy=True)
     analysis = analyse_env_accesses(wrapper, catalogue.flags)
-    positions = wrapper.resolve(PositionProvider)
-    found = [f for f in findings_for(path, analysis, positions, catalogue) if f.code in enabled]
-    if found:
-        table = parse_suppressions(_comments(parsed))
-        found = [
-            f for f in found if not is_suppressed(f.code, {f.span.line, f.span.end_line}, table)
-        ]
+    found = [finding for _, finding in reported(path, wrapper, analysis, catalogue, enabled)]
     return FileResult(path, findings=tuple(sorted(found, key=lambda f: f.sort_key)))
+
+
+def reported(
+    path: str,
+    wrapper: MetadataWrapper,
+    analysis: EnvAccessAnalysis,
+    catalogue: Catalogue,
+    enabled: frozenset[str],
+) -> list[tuple[EnvAccess | FlagMention, Finding]]:
+    """The findings the user asked for: selected codes, not suppressed by a comment."""
+    positions = wrapper.resolve(PositionProvider)
+    pairs = [
+        (item, finding)
+        for item, finding in classified(path, analysis, positions, catalogue)
+        if finding.code in enabled
+    ]
+    if not pairs:
+        return pairs
+    table = parse_suppressions(_comments(wrapper.module))
+    return [
+        (item, finding)
+        for item, finding in pairs
+        if not is_suppressed(finding.code, {finding.span.line, finding.span.end_line}, table)
+    ]
 
 
 def _comments(module: cst.Module) -> Iterator[tuple[int, str]]:

@@ -4,16 +4,21 @@ NEURON_CC_FLAGS (merged, never clobbering), and a bf16 autocast context for the 
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 import warnings
 from typing import Any
 
 import torch
 
-STOCHASTIC_ROUNDING = "NEURON_RT_STOCHASTIC_ROUNDING_EN"
-NEURON_CC_FLAGS = "NEURON_CC_FLAGS"
-AUTO_CAST = "--auto-cast"
+from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING, merge_auto_cast_none
+
+__all__ = [
+    "autocast_device_type",
+    "bf16_autocast",
+    "disable_neuron_auto_cast",
+    "enable_stochastic_rounding",
+    "merge_auto_cast_none",
+]
 
 
 def enable_stochastic_rounding(environ: Any = None) -> None:
@@ -30,28 +35,6 @@ def enable_stochastic_rounding(environ: Any = None) -> None:
             stacklevel=2,
         )
     environ[STOCHASTIC_ROUNDING] = "1"
-
-
-def merge_auto_cast_none(flags: str) -> str:
-    """`flags` with every `--auto-cast` option replaced by one trailing `--auto-cast=none`.
-
-    neuronx-cc lets the right-most `--auto-cast` win; removing the others keeps this idempotent.
-    Other flags keep their order and quoting.
-    """
-    words = shlex.split(flags)
-    kept: list[str] = []
-    skip_value = False
-    for word in words:
-        if skip_value:
-            skip_value = False
-            continue
-        if word == AUTO_CAST:
-            skip_value = True  # `--auto-cast none`: the value is the next word
-            continue
-        if word.startswith(AUTO_CAST + "="):
-            continue
-        kept.append(word)
-    return shlex.join([*kept, f"{AUTO_CAST}=none"])
 
 
 def disable_neuron_auto_cast(environ: Any = None) -> str:
