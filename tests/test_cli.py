@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import xlamigrate
+from tests.conftest import ROOT
 
 WRITE_USE_BF16 = 'import os\nos.environ["XLA_USE_BF16"] = "1"\n'
 # One finding of each access kind: XM101 write (line 2), XM201 read (line 3), XM202 delete (line 4).
@@ -571,7 +572,8 @@ def test_explicitly_named_gitignored_file_is_scanned(git_repository: Path) -> No
 
 # --- the rule command and --version ------------------------------------------------------------
 
-ALL_CODES = ["XM101", "XM102", "XM103", "XM201", "XM202", "XM301", "XM901"]
+SCAN_CODES = ["XM101", "XM102", "XM103", "XM201", "XM202", "XM301", "XM901"]
+ALL_CODES = sorted(path.stem for path in (ROOT / "rules").glob("XM*.toml"))
 
 
 def test_rule_prints_the_explanation(tmp_path: Path) -> None:
@@ -592,6 +594,7 @@ def test_rule_all_lists_every_code(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     codes = [line.split()[0] for line in result.stdout.splitlines() if line.strip()]
     assert codes == ALL_CODES
+    assert set(SCAN_CODES) <= set(codes)
 
 
 def test_rule_exits_2_on_an_unknown_code(tmp_path: Path) -> None:

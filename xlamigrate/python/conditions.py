@@ -1,0 +1,124 @@
+"""Under which condition a legacy write turned the flag on, and whether that condition can be
+written at another place of the file (the same names must mean the same things there)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+from libcst.metadata import Scope
+
+from xlamigrate.python.envaccess import EnvAccess
+from xlamigrate.python.literals import static_value
+from xlamigrate.python.training import TrainingScript
+
+
+@dataclass(frozen=True)
+class Condition:
+    possible: bool  # False: every value the write can set is off
+    in_place: cst.BaseExpression | None  # the value's own condition: holds at the write itself
+    full: cst.BaseExpression | None  # with the enclosing `if`s; None: unconditional
+    origin: cst.CSTNode  # where the condition's names are looked up
+
+
+def enabling_condition(script: TrainingScript, access: EnvAccess) -> Condition:
+    value_condition = _value_condition(access)
+    if value_condition is False:
+        return Condition(False, None, None, access.node)
+    in_place = value_condition if isinstance(value_condition, cst.BaseExpression) else None
+    tests = [*_enclosing_tests(script, access.node), *([in_place] if in_place else [])]
+    return Condition(True, in_place, _conjunction(tests), access.node)
+
+
+def _value_condition(access: EnvAccess) -> cst.BaseExpression | bool:
+    """True: always on; False: never; an expression: on exactly when it is true."""
+    value = access.value
+    if value is None or value.candidates is None or value.enabled is True:
+        return True  # an unknown value is only rewritten as an unsafe fix: taken as on
+    if value.enabled is False:
+        return False
+    node = access.value_node
+    if isinstance(node, cst.IfExp):
+        body_on = static_value(node.body, {}).enabled
+        else_on = static_value(node.orelse, {}).enabled
+        if body_on is True and else_on is False:
+            return node.test
+        if body_on is False and else_on is True:
+            return cst.UnaryOperation(cst.Not(), _parenthesised(node.test))
+    return True
+
+
+def _enclosing_tests(script: TrainingScript, node: cst.CSTNode) -> list[cst.BaseExpression]:
+    """The tests of the `if`s around `node` inside its function (negated in `else` branches)."""
+    tests: list[cst.BaseExpression] = []
+    child = node
+    for ancestor in script.ancestors(node):
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            break
+        if isinstance(ancestor, cst.If):
+            if child is ancestor.body:
+                tests.append(ancestor.test)
+            elif child is ancestor.orelse:
+                tests.append(cst.UnaryOperation(cst.Not(), _parenthesised(ancestor.test)))
+        child = ancestor
+    return list(reversed(tests))
+
+
+def _conjunction(tests: list[cst.BaseExpression]) -> cst.BaseExpression | None:
+    if not tests:
+        return None
+    if len(tests) == 1:
+        return tests[0]
+    code = " and ".join(f"({cst.Module([]).code_for_node(test)})" for test in tests)
+    return cst.parse_expression(code)
+
+
+def _parenthesised(expression: cst.BaseExpression) -> cst.BaseExpression:
+    if isinstance(expression, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)):
+        return expression
+    return expression.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+
+
+def expressible_at(
+    script: TrainingScript, condition: cst.BaseExpression, origin: cst.CSTNode, at: cst.CSTNode
+) -> bool:
+    """Whether every name in `condition` is bound to the same thing at `at` as at `origin`."""
+    origin_scope, target_scope = _scope_of(script, origin), _scope_of(script, at)
+    if origin_scope is None or target_scope is None:
+        return False
+    for name in _referenced_names(condition):
+        here, there = origin_scope[name], target_scope[name]
+        if not here or here != there:
+            return False
+    return True
+
+
+def _scope_of(script: TrainingScript, node: cst.CSTNode) -> Scope | None:
+    pending = [node]
+    while pending:
+        current = pending.pop(0)
+        scope = script.scopes.get(current)
+        if scope is not None:
+            return scope
+        pending.extend(current.children)
+    return None
+
+
+def _referenced_names(expression: cst.BaseExpression) -> set[str]:
+    """Names the expression reads: `args` in `args.bf16`, not the attribute `bf16`."""
+    names: set[str] = set()
+
+    class Reader(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            names.add(node.value)
+
+        def visit_Attribute(self, node: cst.Attribute) -> bool:
+            node.value.visit(self)
+            return False
+
+        def visit_Arg(self, node: cst.Arg) -> bool:
+            node.value.visit(self)
+            return False
+
+    expression.visit(Reader())
+    return names

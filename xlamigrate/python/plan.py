@@ -1,0 +1,191 @@
+"""A rewrite plan (edits keyed by the original nodes they change) and the transformer applying it.
+
+Planning decides; applying only executes. Statement-level edits are made by the block that holds
+the statement, so a removal never shifts what the other edits point at.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import libcst as cst
+from libcst.codemod import CodemodContext
+from libcst.codemod.visitors import AddImportsVisitor
+
+_Block = cst.Module | cst.IndentedBlock
+
+
+@dataclass
+class Plan:
+    # A small statement removed from its line; a line left empty disappears (or becomes `pass`).
+    removed: set[cst.BaseSmallStatement] = field(default_factory=set)
+    # Statements put in place of a small statement's line (the first removed one on the line).
+    replacements: dict[cst.BaseSmallStatement, list[cst.BaseStatement]] = field(
+        default_factory=dict
+    )
+    before: dict[cst.BaseStatement, list[cst.BaseStatement]] = field(default_factory=dict)
+    # Runs of consecutive statements (first, last) of one block, wrapped in `with <item>:`.
+    wraps: list[tuple[cst.BaseStatement, cst.BaseStatement, cst.BaseExpression]] = field(
+        default_factory=list
+    )
+    removed_elements: set[cst.DictElement | cst.Arg] = field(default_factory=set)
+    swapped: dict[cst.CSTNode, cst.CSTNode] = field(default_factory=dict)
+    imports: set[tuple[str, str | None]] = field(default_factory=set)
+
+    def is_empty(self) -> bool:
+        return not (
+            self.removed
+            or self.replacements
+            or self.before
+            or self.wraps
+            or self.removed_elements
+            or self.swapped
+        )
+
+    def insert_before(self, statement: cst.BaseStatement, code: list[cst.BaseStatement]) -> None:
+        self.before.setdefault(statement, []).extend(code)
+
+
+def apply_plan(module: cst.Module, plan: Plan) -> cst.Module:
+    updated = module.visit(_Applier(plan))
+    assert isinstance(updated, cst.Module)
+    if plan.imports:
+        context = CodemodContext()
+        for module_name, name in sorted(plan.imports, key=lambda item: (item[0], item[1] or "")):
+            AddImportsVisitor.add_needed_import(context, module_name, name)
+        updated = AddImportsVisitor(context).transform_module(updated)
+    return updated
+
+
+class _Applier(cst.CSTTransformer):
+    def __init__(self, plan: Plan) -> None:
+        super().__init__()
+        self.plan = plan
+
+    def on_leave(  # type: ignore[override]
+        self, original_node: cst.CSTNode, updated_node: cst.CSTNode
+    ) -> cst.CSTNode:
+        swapped = self.plan.swapped.get(original_node)
+        if swapped is not None:
+            return swapped
+        if isinstance(original_node, (cst.Call, cst.Dict)):
+            return self._drop_elements(original_node, updated_node)
+        if isinstance(original_node, (cst.Module, cst.IndentedBlock)):
+            assert isinstance(updated_node, (cst.Module, cst.IndentedBlock))
+            return self._block(original_node, updated_node)
+        return updated_node
+
+    def _drop_elements(self, original: cst.CSTNode, updated: cst.CSTNode) -> cst.CSTNode:
+        removed = self.plan.removed_elements
+        if isinstance(original, cst.Call) and isinstance(updated, cst.Call):
+            kept_args = [
+                u for o, u in zip(original.args, updated.args, strict=True) if o not in removed
+            ]
+            if len(kept_args) == len(updated.args):
+                return updated
+            return updated.with_changes(args=_last_without_comma(kept_args, original.args))
+        if isinstance(original, cst.Dict) and isinstance(updated, cst.Dict):
+            kept = [
+                u
+                for o, u in zip(original.elements, updated.elements, strict=True)
+                if o not in removed
+            ]
+            if len(kept) == len(updated.elements):
+                return updated
+            return updated.with_changes(elements=_last_without_comma(kept, original.elements))
+        return updated
+
+    def _block(self, original: _Block, updated: _Block) -> _Block:
+        plan = self.plan
+        body: list[cst.BaseStatement] = []
+        carried: list[cst.EmptyLine] = []  # comments above a removed line move down
+        for before, after in zip(original.body, updated.body, strict=True):
+            inserted = plan.before.get(before, [])
+            new = self._statement(before, after)
+            if carried and (inserted or new):
+                first = (inserted or new)[0]
+                merged = _with_leading(first, carried + list(_leading(first)))
+                if inserted:
+                    inserted = [merged, *inserted[1:]]
+                else:
+                    new = [merged, *new[1:]]
+                carried = []
+            if not new and isinstance(after, cst.SimpleStatementLine):
+                carried.extend(after.leading_lines)
+            body.extend(inserted)
+            body.extend(new)
+        body = self._wrap(original, updated, body)
+        if not body:
+            body = [cst.SimpleStatementLine([cst.Pass()], leading_lines=carried)]
+            carried = []
+        if isinstance(updated, cst.Module):
+            footer = [*carried, *updated.footer]
+            return updated.with_changes(body=body, footer=footer)
+        footer = [*carried, *updated.footer]
+        return updated.with_changes(body=body, footer=footer)
+
+    def _statement(
+        self, original: cst.BaseStatement, updated: cst.BaseStatement
+    ) -> list[cst.BaseStatement]:
+        plan = self.plan
+        if not isinstance(original, cst.SimpleStatementLine):
+            return [updated]
+        assert isinstance(updated, cst.SimpleStatementLine)
+        replacement: list[cst.BaseStatement] = []
+        kept: list[cst.BaseSmallStatement] = []
+        for small_original, small_updated in zip(original.body, updated.body, strict=True):
+            if small_original in plan.replacements:
+                replacement.extend(plan.replacements[small_original])
+            elif small_original not in plan.removed:
+                kept.append(small_updated)
+        if len(kept) == len(updated.body) and not replacement:
+            return [updated]
+        result: list[cst.BaseStatement] = []
+        if kept:
+            kept[-1] = kept[-1].with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
+            result.append(updated.with_changes(body=kept))
+            replacement = [_with_leading(s, []) for s in replacement]
+        elif replacement:
+            replacement[0] = _with_leading(replacement[0], list(updated.leading_lines))
+        return result + replacement
+
+    def _wrap(
+        self, original: _Block, updated: _Block, body: list[cst.BaseStatement]
+    ) -> list[cst.BaseStatement]:
+        for first, last, item in self.plan.wraps:
+            if first not in original.body:
+                continue
+            start_index = list(original.body).index(first)
+            end_index = list(original.body).index(last)
+            first_new = updated.body[start_index]
+            last_new = updated.body[end_index]
+            if first_new not in body or last_new not in body:
+                continue  # an edit of its own changed the run: leave it alone
+            start, end = body.index(first_new), body.index(last_new)
+            inner = [_with_leading(body[start], []), *body[start + 1 : end + 1]]
+            wrapped = cst.With(
+                items=[cst.WithItem(item)],
+                body=cst.IndentedBlock(body=inner),
+                leading_lines=_leading(body[start]),
+            )
+            body = [*body[:start], wrapped, *body[end + 1 :]]
+        return body
+
+
+def _leading(statement: cst.BaseStatement) -> list[cst.EmptyLine]:
+    return list(getattr(statement, "leading_lines", ()))
+
+
+def _with_leading(statement: cst.BaseStatement, lines: list[cst.EmptyLine]) -> cst.BaseStatement:
+    if hasattr(statement, "leading_lines"):
+        return statement.with_changes(leading_lines=lines)
+    return statement
+
+
+def _last_without_comma(kept: list[Any], originals: Sequence[Any]) -> list[Any]:
+    """After removing elements, the new last one keeps the original last one's comma (or none)."""
+    if kept and originals:
+        kept[-1] = kept[-1].with_changes(comma=originals[-1].comma)
+    return kept

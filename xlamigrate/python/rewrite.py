@@ -1,0 +1,470 @@
+"""Rewrites one Python file to a recipe: plans the edits from the same findings scan reports,
+applies them, and returns the new bytes with what was fixed and what is left to do by hand.
+
+Common to all modes: every write of a legacy flag that the user may have fixed (safe, or unsafe
+with --unsafe-fixes) is removed. If some write enabled the flag, the mode's recipe goes in under
+the same condition: full-bf16 and fp32-copy cast the model to bf16 (with the runtime's input
+cast) before its optimizer is built, full-bf16 sets NEURON_RT_STOCHASTIC_ROUNDING_EN where the
+flag was set, fp32-copy wraps the optimizer in FP32ParamsCopy, autocast merges --auto-cast=none
+into NEURON_CC_FLAGS and wraps the forward pass in torch.autocast.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from xlamigrate.catalogue import Catalogue
+from xlamigrate.model import FileError, Finding, Fix, Span
+from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING, merge_auto_cast_none
+from xlamigrate.python.conditions import Condition, enabling_condition, expressible_at
+from xlamigrate.python.envaccess import EnvAccess, analyse_env_accesses
+from xlamigrate.python.literals import string_value
+from xlamigrate.python.parse import parse_python
+from xlamigrate.python.plan import Plan, apply_plan
+from xlamigrate.python.scan import reported
+from xlamigrate.python.training import TrainingScript, code_of
+
+MODES = ("full-bf16", "fp32-copy", "autocast")
+RUNTIME = "xlamigrate.runtime"
+_RECIPE_FLAGS = ("XLA_USE_BF16", "XLA_DOWNCAST_BF16")
+_AUTOCAST = 'torch.autocast(dtype=torch.bfloat16, device_type="xla")'
+
+
+@dataclass(frozen=True)
+class RewriteOutcome:
+    path: str
+    original: bytes
+    rewritten: bytes | None  # None: nothing to change
+    fixed: tuple[Finding, ...] = ()
+    remaining: tuple[Finding, ...] = ()  # reported for manual work
+    errors: tuple[FileError, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        return self.rewritten is not None and self.rewritten != self.original
+
+
+def rewrite_python(
+    path: str,
+    data: bytes,
+    catalogue: Catalogue,
+    enabled: frozenset[str],
+    mode: str,
+    unsafe_fixes: bool = False,
+) -> RewriteOutcome:
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}")
+    parsed = parse_python(path, data)
+    if isinstance(parsed, FileError):
+        return RewriteOutcome(path, data, None, errors=(parsed,))
+    wrapper = MetadataWrapper(parsed, unsafe_skip_copy=True)
+    analysis = analyse_env_accesses(
+        wrapper, catalogue.flags, also=(STOCHASTIC_ROUNDING, NEURON_CC_FLAGS)
+    )
+    pairs = reported(path, wrapper, analysis, catalogue, enabled)
+    if not pairs:
+        return RewriteOutcome(path, data, None)
+    planner = _Planner(path, wrapper, catalogue, mode, unsafe_fixes, analysis.accesses)
+    plan = planner.make_plan(pairs)
+    remaining = tuple(sorted(planner.remaining, key=lambda f: f.sort_key))
+    fixed = tuple(sorted(planner.fixed, key=lambda f: f.sort_key))
+    if plan.is_empty():
+        return RewriteOutcome(path, data, None, fixed, remaining)
+    new_module = apply_plan(wrapper.module, plan)
+    rewritten = new_module.bytes
+    check = parse_python(path, rewritten)
+    if isinstance(check, FileError):  # a safety net: never write what does not parse
+        error = FileError(
+            path, None, f"internal error: the rewrite does not parse ({check.message})"
+        )
+        return RewriteOutcome(path, data, None, errors=(error,))
+    return RewriteOutcome(path, data, rewritten, fixed, remaining)
+
+
+@dataclass
+class _Enabling:
+    """An enabling write that was removed: where it stood and under which condition."""
+
+    access: EnvAccess
+    small: cst.BaseSmallStatement | None  # its statement, when the statement itself was removed
+    condition: Condition
+
+
+@dataclass
+class _Planner:
+    path: str
+    wrapper: MetadataWrapper
+    catalogue: Catalogue
+    mode: str
+    unsafe_fixes: bool
+    accesses: tuple[EnvAccess, ...]
+    plan: Plan = field(default_factory=Plan)
+    fixed: list[Finding] = field(default_factory=list)
+    remaining: list[Finding] = field(default_factory=list)
+    enabling: list[_Enabling] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.script = TrainingScript(self.wrapper)
+        self.positions = self.wrapper.resolve(PositionProvider)
+
+    # -- removing the legacy writes ------------------------------------------------------------
+
+    def make_plan(self, pairs: Sequence[tuple[object, Finding]]) -> Plan:
+        update_calls: dict[cst.Call, list[cst.CSTNode]] = {}
+        for item, finding in pairs:
+            allowed = finding.fix is not None and (
+                finding.fix.applicability == "safe"
+                or (finding.fix.applicability == "unsafe" and self.unsafe_fixes)
+            )
+            if not isinstance(item, EnvAccess) or not allowed or item.kind == "read":
+                self.remaining.append(finding)
+                continue
+            if not self._remove(item, finding, update_calls):
+                self.remaining.append(self._manual("XM404", finding.span, finding.message))
+                continue
+            self.fixed.append(finding)
+        self._drop_emptied_updates(update_calls)
+        if self.enabling:
+            self._apply_recipe()
+        return self.plan
+
+    def _remove(
+        self, access: EnvAccess, finding: Finding, update_calls: dict[cst.Call, list[cst.CSTNode]]
+    ) -> bool:
+        node = access.node
+        small: cst.BaseSmallStatement | None = None
+        if isinstance(node, (cst.DictElement, cst.Arg)):
+            call = self._update_call_of(node)
+            if call is None:
+                return False
+            self.plan.removed_elements.add(node)
+            update_calls.setdefault(call, []).append(node)
+        else:
+            small = self.script.small_statement_of(node)
+            if not _is_whole_statement(small, node):
+                return False
+            assert small is not None
+            self.plan.removed.add(small)
+        if access.kind == "write" and access.variable in _RECIPE_FLAGS:
+            condition = enabling_condition(self.script, access)
+            if condition.possible:
+                self.enabling.append(_Enabling(access, small, condition))
+        return True
+
+    def _update_call_of(self, element: cst.CSTNode) -> cst.Call | None:
+        """The `os.environ.update(...)` call an element belongs to (via a dict or a keyword)."""
+        parent = self.script.parent(element)
+        if isinstance(parent, cst.Dict):
+            parent = self.script.parent(parent)
+            parent = self.script.parent(parent) if isinstance(parent, cst.Arg) else None
+        if not isinstance(parent, cst.Call):
+            return None
+        func = parent.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "update":
+            return parent
+        return None
+
+    def _drop_emptied_updates(self, update_calls: dict[cst.Call, list[cst.CSTNode]]) -> None:
+        """An update() whose every entry went is removed whole, if it is a statement of its own."""
+        removed = self.plan.removed_elements
+        for call in update_calls:
+            entries: list[cst.CSTNode] = []
+            for arg in call.args:
+                if isinstance(arg.value, cst.Dict):
+                    entries.extend(arg.value.elements)
+                    if not all(e in removed for e in arg.value.elements) or arg.keyword:
+                        entries.append(arg)  # a dict argument with entries left stays
+                else:
+                    entries.append(arg)
+            if all(entry in removed for entry in entries if not isinstance(entry, cst.Arg)) and all(
+                arg in removed or isinstance(arg.value, cst.Dict) for arg in call.args
+            ):
+                small = self.script.small_statement_of(call)
+                if _is_whole_statement(small, call):
+                    assert small is not None
+                    self.plan.removed.add(small)
+
+    # -- the recipe ----------------------------------------------------------------------------
+
+    def _apply_recipe(self) -> None:
+        if self.mode == "full-bf16":
+            self._environment_statement(self._stochastic_rounding_code, STOCHASTIC_ROUNDING)
+            self._cast_models(wrap_optimizer=False)
+        elif self.mode == "fp32-copy":
+            self._remove_stochastic_rounding_writes()
+            self._cast_models(wrap_optimizer=True)
+        else:
+            self._neuron_cc_flags()
+            self._autocast_regions()
+
+    def _first(self) -> _Enabling:
+        return min(self.enabling, key=lambda e: self._span(e.access.node).line)
+
+    def _environment_statement(
+        self, code: Callable[[str], str], unless_set: str | None = None
+    ) -> None:
+        """Puts `code(receiver)` where the first enabling write stood (unless the file already
+        writes `unless_set`), under the write's own value condition."""
+        if any(a.variable == unless_set and a.kind == "write" for a in self.accesses):
+            return
+        first = self._first()
+        receiver = _receiver_code(first.access)
+        statement = cst.parse_statement(code(receiver))
+        if receiver == "os.environ":
+            self.plan.imports.add(("os", None))
+        in_place = first.condition.in_place
+        if in_place is not None:
+            statement = _under(in_place, [statement])
+        anchor = first.small
+        if anchor is not None and anchor not in self.plan.replacements:
+            self.plan.replacements[anchor] = [statement]
+            self.plan.removed.discard(anchor)
+            return
+        line = self.script.statement_of(first.access.node)
+        if line is not None:
+            self.plan.insert_before(line, [statement])
+
+    @staticmethod
+    def _stochastic_rounding_code(receiver: str) -> str:
+        return f'{receiver}["{STOCHASTIC_ROUNDING}"] = "1"\n'
+
+    @staticmethod
+    def _auto_cast_code(receiver: str) -> str:
+        return (
+            f'{receiver}["{NEURON_CC_FLAGS}"] = '
+            f'{receiver}.get("{NEURON_CC_FLAGS}", "") + " --auto-cast=none"\n'
+        )
+
+    def _remove_stochastic_rounding_writes(self) -> None:
+        for access in self.accesses:
+            if access.variable != STOCHASTIC_ROUNDING or access.kind != "write":
+                continue
+            small = self.script.small_statement_of(access.node)
+            if _is_whole_statement(small, access.node):
+                assert small is not None
+                self.plan.removed.add(small)
+
+    def _combined_condition(
+        self, at: cst.CSTNode, span: Span
+    ) -> tuple[bool, cst.BaseExpression | None]:
+        """(ok, condition) for code placed at `at`; None if any enabling write is unconditional."""
+        conditions = [e.condition for e in self.enabling]
+        if any(c.full is None for c in conditions):
+            return True, None
+        expressions = []
+        for condition in conditions:
+            assert condition.full is not None
+            if not expressible_at(self.script, condition.full, condition.origin, at):
+                self.remaining.append(
+                    self._manual("XM403", span, f"condition `{code_of(condition.full)}`")
+                )
+                return False, None
+            expressions.append(condition.full)
+        unique = {code_of(e): e for e in expressions}
+        combined = list(unique.values())
+        if len(combined) == 1:
+            return True, combined[0]
+        return True, cst.parse_expression(" or ".join(f"({code})" for code in unique))
+
+    def _cast_models(self, wrap_optimizer: bool) -> None:
+        sites = self.script.optimizer_sites()
+        targets: list[tuple[cst.SimpleStatementLine, cst.BaseExpression, bool]] = [
+            (site.statement, site.model, True) for site in sites
+        ]
+        if not targets:
+            for statement, model in self.script.model_moves():
+                targets.append((statement, model, False))
+        if not targets:
+            first = self._first()
+            self.remaining.append(
+                self._manual("XM401", self._span(first.access.node), "the model to cast")
+            )
+            return
+        done: set[str] = set()
+        for statement, model, before in targets:
+            name = code_of(model)
+            if name in done:
+                continue
+            done.add(name)
+            ok, condition = self._combined_condition(statement, self._span(statement))
+            if not ok:
+                continue
+            code: list[cst.BaseStatement] = []
+            if not self.script.casts_to_bf16(model):
+                code.append(cst.parse_statement(f"{name}.to(torch.bfloat16)\n"))
+                self.plan.imports.add(("torch", None))
+            code.append(cst.parse_statement(f"cast_inputs_to_module_dtype({name})\n"))
+            self.plan.imports.add((RUNTIME, "cast_inputs_to_module_dtype"))
+            block: list[cst.BaseStatement] = (
+                [_under(condition, code)] if condition is not None else code
+            )
+            if before:
+                self.plan.insert_before(statement, block)
+            else:
+                self._insert_after(statement, block)
+        if wrap_optimizer:
+            for site in sites:
+                self._wrap_optimizer(site.call, site.statement)
+
+    def _insert_after(self, statement: cst.BaseStatement, code: list[cst.BaseStatement]) -> None:
+        block = self.script.block_of(statement)
+        assert block is not None
+        body = list(block.body)
+        index = body.index(statement)
+        if index + 1 < len(body):
+            self.plan.insert_before(body[index + 1], code)
+        else:
+            # the last statement of its block: the new code goes into a replacement of the move
+            small = statement.body[-1] if isinstance(statement, cst.SimpleStatementLine) else None
+            if small is not None:
+                self.plan.replacements.setdefault(small, [statement]).extend(code)
+
+    def _wrap_optimizer(self, call: cst.Call, statement: cst.SimpleStatementLine) -> None:
+        parent = self.script.parent(self.script.parent(call) or call)
+        if isinstance(parent, cst.Call) and code_of(parent.func).endswith("FP32ParamsCopy"):
+            return
+        if code_of(call.func).endswith("FP32ParamsCopy"):
+            return
+        ok, condition = self._combined_condition(statement, self._span(statement))
+        if not ok:
+            return
+        self.plan.imports.add((RUNTIME, "FP32ParamsCopy"))
+        if condition is None:
+            self.plan.swapped[call] = cst.Call(cst.Name("FP32ParamsCopy"), [cst.Arg(call)])
+            return
+        small = statement.body[0]
+        target = small.targets[0].target if isinstance(small, cst.Assign) else None
+        if not isinstance(target, (cst.Name, cst.Attribute)) or len(statement.body) != 1:
+            self.remaining.append(
+                self._manual("XM403", self._span(statement), "the optimizer wrapper")
+            )
+            return
+        name = code_of(target)
+        wrapped = cst.parse_statement(f"{name} = FP32ParamsCopy({name})\n")
+        self._insert_after(statement, [_under(condition, [wrapped])])
+
+    def _neuron_cc_flags(self) -> None:
+        """Edits the file's NEURON_CC_FLAGS literals when the flag was on unconditionally;
+        else appends `--auto-cast=none` after the file's last NEURON_CC_FLAGS write (so it is
+        not overwritten) or where the flag was set."""
+        writes = [a for a in self.accesses if a.variable == NEURON_CC_FLAGS and a.kind == "write"]
+        literal_writes = [
+            a for a in writes if a.value_node is not None and string_value(a.value_node) is not None
+        ]
+        unconditional = all(e.condition.full is None for e in self.enabling)
+        if literal_writes and unconditional and len(literal_writes) == len(writes):
+            for access in literal_writes:
+                assert access.value_node is not None
+                self._merge_literal(access.value_node)
+            return
+        if not writes:
+            self._environment_statement(self._auto_cast_code)
+            return
+        last = max(writes, key=lambda a: self._span(a.node).line)
+        line = self.script.statement_of(last.node)
+        if line is None:
+            return
+        ok, condition = self._combined_condition(line, self._span(line))
+        if not ok:
+            return
+        statement = cst.parse_statement(self._auto_cast_code(_receiver_code(last)))
+        self._insert_after(line, [_under(condition, [statement])] if condition else [statement])
+
+    def _merge_literal(self, literal: cst.BaseExpression) -> None:
+        """Edits a NEURON_CC_FLAGS literal in place, keeping its quotes where they still fit."""
+        text = string_value(literal)
+        assert text is not None
+        merged = merge_auto_cast_none(text)
+        if merged == text:
+            return
+        if (
+            isinstance(literal, cst.SimpleString)
+            and literal.quote not in merged
+            and "\\" not in merged
+        ):
+            replacement = cst.SimpleString(
+                f"{literal.prefix}{literal.quote}{merged}{literal.quote}"
+            )
+        else:
+            replacement = cst.SimpleString(repr(merged))
+        self.plan.swapped[literal] = replacement
+
+    def _autocast_regions(self) -> None:
+        self.plan.imports.add(("torch", None))
+        models = [code_of(site.model) for site in self.script.optimizer_sites()]
+        backwards = self.script.backward_statements()
+        if not backwards:
+            where = self._span(self._first().access.node)
+            self.remaining.append(self._manual("XM402", where, "no `<loss>.backward()` found"))
+            return
+        for backward, loss in backwards:
+            candidates = models + self.script.model_parameter_names(backward)
+            region = self.script.forward_region(backward, loss, candidates)
+            if region is None:
+                self.remaining.append(
+                    self._manual(
+                        "XM402", self._span(backward), f"the forward pass before {loss}.backward()"
+                    )
+                )
+                continue
+            first, last = region.statements[0], region.statements[-1]
+            if self.script.in_autocast(first) or self.script.contains_autocast(region.statements):
+                continue
+            ok, condition = self._combined_condition(first, self._span(first))
+            if not ok:
+                continue
+            enabled = f", enabled={code_of(condition)}" if condition is not None else ""
+            item = cst.parse_expression(_AUTOCAST.replace(")", f"{enabled})"))
+            self.plan.wraps.append((first, last, item))
+
+    # -- findings ------------------------------------------------------------------------------
+
+    def _span(self, node: cst.CSTNode) -> Span:
+        code_range = self.positions[node]
+        return Span(
+            code_range.start.line,
+            code_range.start.column + 1,
+            code_range.end.line,
+            code_range.end.column + 1,
+        )
+
+    def _manual(self, code: str, span: Span, subject: str) -> Finding:
+        rule = self.catalogue.rule(code)
+        return Finding(
+            code=code,
+            path=self.path,
+            span=span,
+            severity=rule.severity,
+            message=rule.message.format(subject=subject),
+            fix=Fix("manual"),
+        )
+
+
+def _is_whole_statement(small: cst.BaseSmallStatement | None, node: cst.CSTNode) -> bool:
+    """Whether the small statement is exactly this access (so removing it removes only that)."""
+    if isinstance(small, cst.Assign):
+        return len(small.targets) == 1 and small.targets[0].target is node
+    if isinstance(small, cst.Expr):
+        return small.value is node
+    if isinstance(small, cst.Del):
+        return small.target is node
+    return False
+
+
+def _receiver_code(access: EnvAccess) -> str:
+    """The expression naming the environment the write used (`os.environ`, an alias...)."""
+    node = access.node
+    if isinstance(node, cst.Subscript) and access.form == "subscript":
+        return code_of(node.value)
+    forms_with_receiver = ("setdefault", "update", "pop")
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        return code_of(node.func.value) if access.form in forms_with_receiver else "os.environ"
+    return "os.environ"
+
+
+def _under(condition: cst.BaseExpression, body: list[cst.BaseStatement]) -> cst.If:
+    return cst.If(test=condition.deep_clone(), body=cst.IndentedBlock(body=body))
