@@ -17,7 +17,7 @@ import typer
 from xlamigrate import __version__
 from xlamigrate.catalogue import Catalogue, CatalogueError, UnknownCodeError, load_catalogue
 from xlamigrate.config import ConfigError, Settings, load_settings
-from xlamigrate.model import ScanReport
+from xlamigrate.model import FileError, ScanReport
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 SUMMARY = (
@@ -162,6 +162,88 @@ def _print_report(report: ScanReport, catalogue: Catalogue, output_format: Outpu
         sys.stdout.write(renderer(output_format.value)(report, catalogue))
         sys.stdout.flush()
     typer.echo(summary(report), err=True)
+
+
+class RewriteFormat(str, Enum):
+    text = "text"
+    json = "json"
+
+
+class Mode(str, Enum):
+    full_bf16 = "full-bf16"
+    fp32_copy = "fp32-copy"
+    autocast = "autocast"
+
+
+@app.command()
+def rewrite(
+    paths: Annotated[
+        list[Path] | None, typer.Argument(help="Files or folders to rewrite (default: .).")
+    ] = None,
+    mode: Annotated[
+        Mode | None,
+        typer.Option(help="The recipe (default: [tool.xlamigrate] mode, else full-bf16)."),
+    ] = None,
+    diff: Annotated[bool, typer.Option("--diff", help="Print a diff; write nothing.")] = False,
+    check: Annotated[
+        bool, typer.Option("--check", help="Write nothing; exit 1 if something would change.")
+    ] = False,
+    unsafe_fixes: Annotated[
+        bool, typer.Option("--unsafe-fixes", help="Also apply fixes marked unsafe.")
+    ] = False,
+    output_format: Annotated[
+        RewriteFormat, typer.Option("--format", "--output-format", "-f", help="Output format.")
+    ] = RewriteFormat.text,
+    select: Annotated[list[str] | None, typer.Option(help="Rule codes or prefixes.")] = None,
+    ignore: Annotated[list[str] | None, typer.Option(help="Rule codes or prefixes.")] = None,
+    exclude: Annotated[list[str] | None, typer.Option(help="Patterns to skip.")] = None,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Worker processes.")] = 0,
+    config: Annotated[Path | None, typer.Option(help="pyproject.toml to read.")] = None,
+    respect_gitignore: Annotated[
+        bool, typer.Option("--respect-gitignore/--no-respect-gitignore")
+    ] = True,
+) -> None:
+    """Rewrite scripts to an explicit BF16 recipe (full-bf16, fp32-copy or autocast)."""
+    from xlamigrate.discover import discover
+    from xlamigrate.engine import rewrite_paths
+    from xlamigrate.report.rewrite_format import render_json, render_text, summary
+    from xlamigrate.writer import WriteError, unified_diff, write_atomically
+
+    targets = paths or [Path(".")]
+    catalogue = _catalogue()
+    settings = _settings(targets, catalogue, config, select, ignore, exclude, respect_gitignore)
+    chosen = mode.value if mode is not None else (settings.mode or "full-bf16")
+    discovery = discover(targets, settings)
+    if discovery.missing:
+        _fail(f"no such file or directory: {', '.join(discovery.missing)}")
+    report = rewrite_paths(
+        targets, settings, catalogue, chosen, unsafe_fixes, jobs or None, discovery
+    )
+    apply = not (diff or check)
+    write_errors = []
+    if apply:
+        sources = {source.display: source.path for source in discovery.files}
+        for outcome in report.outcomes:
+            if outcome.changed and outcome.rewritten is not None:
+                try:
+                    write_atomically(sources[outcome.path], outcome.rewritten, outcome.original)
+                except WriteError as error:
+                    write_errors.append(FileError(outcome.path, None, str(error)))
+        if write_errors:
+            report = replace(report, errors=report.errors + tuple(write_errors))
+    if diff:
+        for outcome in report.outcomes:
+            if outcome.changed and outcome.rewritten is not None:
+                sys.stdout.write(unified_diff(outcome.path, outcome.original, outcome.rewritten))
+    if output_format is RewriteFormat.json:
+        sys.stdout.write(render_json(report, chosen, apply))
+    elif not diff:
+        sys.stdout.write(render_text(report, apply))
+    sys.stdout.flush()
+    typer.echo(summary(report, apply), err=True)
+    pending = not apply and any(outcome.changed for outcome in report.outcomes)
+    left = any(outcome.remaining for outcome in report.outcomes) or bool(report.errors)
+    raise typer.Exit(EXIT_FINDINGS if pending or left else EXIT_CLEAN)
 
 
 @app.command()

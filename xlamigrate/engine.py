@@ -1,4 +1,4 @@
-"""scan_paths(): discovery, a byte prefilter, a process pool for the files to parse, ordering.
+"""scan_paths(), rewrite_paths(): discovery, a byte prefilter, a process pool, ordering.
 
 Callable from Python without the CLI. Heavy modules (libcst) are imported only once some file
 passes the prefilter, so a scan of files that never mention a flag never loads the parser.
@@ -9,19 +9,21 @@ from __future__ import annotations
 import multiprocessing
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.config import Settings
 from xlamigrate.discover import Discovery, SourceFile, discover
-from xlamigrate.model import FileError, FileResult, ScanReport
+from xlamigrate.model import FileError, FileResult, RewriteOutcome, RewriteReport, ScanReport
 
 # Below this many files to parse, a pool's start-up costs more than it saves.
 _POOL_THRESHOLD = 8
+_Result = TypeVar("_Result")
 
 
 @dataclass(frozen=True)
@@ -45,17 +47,51 @@ def scan_paths(
 ) -> ScanReport:
     discovery = discovery if discovery is not None else discover(paths, settings)
     enabled = catalogue.select(settings.select, settings.ignore)
+    work, unreadable = _flagged_files(discovery, catalogue)
+    task = partial(_scan_job, catalogue=catalogue, enabled=enabled)
+    results = [FileResult(e.path, errors=(e,)) for e in unreadable] + _run(work, task, jobs)
+    return _report(len(discovery.files), len(work), results)
+
+
+def rewrite_paths(
+    paths: Sequence[Path],
+    settings: Settings,
+    catalogue: Catalogue,
+    mode: str,
+    unsafe_fixes: bool = False,
+    jobs: int | None = None,
+    discovery: Discovery | None = None,
+) -> RewriteReport:
+    """Plans the rewrite of every flagged file; writes nothing (the caller decides)."""
+    discovery = discovery if discovery is not None else discover(paths, settings)
+    enabled = catalogue.select(settings.select, settings.ignore)
+    work, unreadable = _flagged_files(discovery, catalogue)
+    task = partial(
+        _rewrite_job, catalogue=catalogue, enabled=enabled, mode=mode, unsafe_fixes=unsafe_fixes
+    )
+    outcomes = sorted(_run(work, task, jobs), key=lambda outcome: outcome.path)
+    errors = [*unreadable, *(e for outcome in outcomes for e in outcome.errors)]
+    return RewriteReport(
+        files_scanned=len(discovery.files),
+        outcomes=tuple(outcomes),
+        errors=tuple(sorted(errors, key=lambda e: (e.path, e.line or 0))),
+    )
+
+
+def _flagged_files(
+    discovery: Discovery, catalogue: Catalogue
+) -> tuple[list[_Job], list[FileError]]:
+    """The files that mention a flag (read once), and those that could not be read."""
     prefilter = flag_prefilter(catalogue)
     work: list[_Job] = []
-    results: list[FileResult] = []
+    unreadable: list[FileError] = []
     for source in discovery.files:
         read = _read(source)
         if isinstance(read, FileError):
-            results.append(FileResult(source.display, errors=(read,)))
+            unreadable.append(read)
         elif prefilter.search(read):
             work.append(_Job(source.display, read))
-    results.extend(_run(work, catalogue, enabled, jobs))
-    return _report(len(discovery.files), len(work), results)
+    return work, unreadable
 
 
 def _read(source: SourceFile) -> bytes | FileError:
@@ -66,16 +102,13 @@ def _read(source: SourceFile) -> bytes | FileError:
         return FileError(source.display, None, f"could not read: {reason}")
 
 
-def _run(
-    work: list[_Job], catalogue: Catalogue, enabled: frozenset[str], jobs: int | None
-) -> list[FileResult]:
-    task = partial(_scan_job, catalogue=catalogue, enabled=enabled)
+def _run(work: list[_Job], task: Callable[[_Job], _Result], jobs: int | None) -> list[_Result]:
     workers = min(jobs or os.cpu_count() or 1, len(work))
     if workers <= 1 or len(work) < _POOL_THRESHOLD:
         return [task(job) for job in work]
     context = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
     if context.get_start_method() == "fork":
-        import xlamigrate.python.scan  # noqa: F401  # loaded once here, inherited by every worker
+        import xlamigrate.python.rewrite  # noqa: F401  # loaded once here, inherited by workers
     chunksize = max(1, len(work) // (workers * 4))
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
         return list(pool.map(task, work, chunksize=chunksize))
@@ -86,11 +119,25 @@ def _scan_job(job: _Job, catalogue: Catalogue, enabled: frozenset[str]) -> FileR
 
     try:
         return scan_python(job.display, job.data, catalogue, enabled)
-    except RecursionError:
-        error = FileError(job.display, None, "could not parse: nesting too deep")
     except Exception as crash:  # one bad file must not end the run: report it and go on
-        error = FileError(job.display, None, f"internal error: {type(crash).__name__}: {crash}")
-    return FileResult(job.display, errors=(error,))
+        return FileResult(job.display, errors=(_crash(job, crash),))
+
+
+def _rewrite_job(
+    job: _Job, catalogue: Catalogue, enabled: frozenset[str], mode: str, unsafe_fixes: bool
+) -> RewriteOutcome:
+    from xlamigrate.python.rewrite import rewrite_python
+
+    try:
+        return rewrite_python(job.display, job.data, catalogue, enabled, mode, unsafe_fixes)
+    except Exception as crash:
+        return RewriteOutcome(job.display, job.data, None, errors=(_crash(job, crash),))
+
+
+def _crash(job: _Job, crash: Exception) -> FileError:
+    if isinstance(crash, RecursionError):
+        return FileError(job.display, None, "could not parse: nesting too deep")
+    return FileError(job.display, None, f"internal error: {type(crash).__name__}: {crash}")
 
 
 def _report(files_scanned: int, files_parsed: int, results: Sequence[FileResult]) -> ScanReport:

@@ -81,3 +81,26 @@ class ScanReport:
     @property
     def has_problems(self) -> bool:
         return bool(self.findings or self.errors)
+
+
+@dataclass(frozen=True)
+class RewriteOutcome:
+    path: str
+    original: bytes
+    rewritten: bytes | None  # None: nothing to change
+    fixed: tuple[Finding, ...] = ()
+    remaining: tuple[Finding, ...] = ()  # reported for manual work
+    errors: tuple[FileError, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        return self.rewritten is not None and self.rewritten != self.original
+
+
+@dataclass(frozen=True)
+class RewriteReport:
+    """Everything one rewrite run produced, in path order."""
+
+    files_scanned: int
+    outcomes: tuple[RewriteOutcome, ...] = ()
+    errors: tuple[FileError, ...] = ()

@@ -18,7 +18,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from xlamigrate.catalogue import Catalogue
-from xlamigrate.model import FileError, Finding, Fix, Span
+from xlamigrate.model import FileError, Finding, Fix, RewriteOutcome, Span
 from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING, merge_auto_cast_none
 from xlamigrate.python.conditions import Condition, enabling_condition, expressible_at
 from xlamigrate.python.envaccess import EnvAccess, analyse_env_accesses
@@ -32,20 +32,6 @@ MODES = ("full-bf16", "fp32-copy", "autocast")
 RUNTIME = "xlamigrate.runtime"
 _RECIPE_FLAGS = ("XLA_USE_BF16", "XLA_DOWNCAST_BF16")
 _AUTOCAST = 'torch.autocast(dtype=torch.bfloat16, device_type="xla")'
-
-
-@dataclass(frozen=True)
-class RewriteOutcome:
-    path: str
-    original: bytes
-    rewritten: bytes | None  # None: nothing to change
-    fixed: tuple[Finding, ...] = ()
-    remaining: tuple[Finding, ...] = ()  # reported for manual work
-    errors: tuple[FileError, ...] = ()
-
-    @property
-    def changed(self) -> bool:
-        return self.rewritten is not None and self.rewritten != self.original
 
 
 def rewrite_python(

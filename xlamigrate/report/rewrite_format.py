@@ -1,0 +1,64 @@
+"""Output of `xlamigrate rewrite`: per file what changed, what was fixed, what is left by hand."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from xlamigrate import __version__
+from xlamigrate.model import RewriteOutcome, RewriteReport
+from xlamigrate.report.json_format import finding_json
+from xlamigrate.report.text_format import error_line, finding_line
+
+
+def render_json(report: RewriteReport, mode: str, applied: bool) -> str:
+    document: dict[str, Any] = {
+        "version": __version__,
+        "mode": mode,
+        "applied": applied,  # false with --diff/--check: nothing was written
+        "files_scanned": report.files_scanned,
+        "files": [_file_json(outcome) for outcome in report.outcomes if _reportable(outcome)],
+        "errors": [
+            {"path": error.path, "line": error.line, "message": error.message}
+            for error in report.errors
+        ],
+    }
+    return json.dumps(document, indent=2) + "\n"
+
+
+def render_text(report: RewriteReport, applied: bool) -> str:
+    lines = []
+    verb = "rewrote" if applied else "would rewrite"
+    for outcome in report.outcomes:
+        if outcome.changed:
+            fixes = len(outcome.fixed)
+            lines.append(f"{outcome.path}: {verb} ({fixes} fix{'' if fixes == 1 else 'es'})")
+        lines.extend(finding_line(finding) for finding in outcome.remaining)
+    lines.extend(error_line(error) for error in report.errors)
+    return "".join(line + "\n" for line in lines)
+
+
+def summary(report: RewriteReport, applied: bool) -> str:
+    changed = sum(outcome.changed for outcome in report.outcomes)
+    fixes = sum(len(outcome.fixed) for outcome in report.outcomes if outcome.changed)
+    left = sum(len(outcome.remaining) for outcome in report.outcomes)
+    verb = "rewritten" if applied else "would be rewritten"
+    parts = [f"{changed} file{'' if changed == 1 else 's'} {verb} ({fixes} fixes)"]
+    if left:
+        parts.append(f"{left} finding{'' if left == 1 else 's'} left for manual work")
+    if report.errors:
+        parts.append(f"{len(report.errors)} file(s) could not be rewritten")
+    return "; ".join(parts) + f" ({report.files_scanned} files scanned)."
+
+
+def _reportable(outcome: RewriteOutcome) -> bool:
+    return outcome.changed or bool(outcome.fixed or outcome.remaining)
+
+
+def _file_json(outcome: RewriteOutcome) -> dict[str, Any]:
+    return {
+        "path": outcome.path,
+        "changed": outcome.changed,
+        "fixes": [finding_json(finding) for finding in outcome.fixed],
+        "remaining": [finding_json(finding) for finding in outcome.remaining],
+    }
