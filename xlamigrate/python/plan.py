@@ -51,12 +51,38 @@ class Plan:
 def apply_plan(module: cst.Module, plan: Plan) -> cst.Module:
     updated = module.visit(_Applier(plan))
     assert isinstance(updated, cst.Module)
-    if plan.imports:
+    missing = [entry for entry in plan.imports if not _imported(updated, *entry)]
+    if missing:
         context = CodemodContext()
-        for module_name, name in sorted(plan.imports, key=lambda item: (item[0], item[1] or "")):
+        for module_name, name in sorted(missing, key=lambda item: (item[0], item[1] or "")):
             AddImportsVisitor.add_needed_import(context, module_name, name)
         updated = AddImportsVisitor(context).transform_module(updated)
     return updated
+
+
+def _imported(module: cst.Module, module_name: str, name: str | None) -> bool:
+    """Whether a top-level statement anywhere in the module already imports it (libcst's
+    AddImportsVisitor misses imports placed below other code, e.g. after an env write)."""
+    for statement in module.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if name is None and isinstance(small, cst.Import):
+                for alias in small.names:
+                    dotted = cst.Module([]).code_for_node(alias.name)
+                    if alias.asname is None and dotted.split(".")[0] == module_name:
+                        return True
+            elif name is not None and isinstance(small, cst.ImportFrom) and small.module:
+                if cst.Module([]).code_for_node(small.module) != module_name:
+                    continue
+                if isinstance(small.names, cst.ImportStar):
+                    return True
+                if any(
+                    alias.asname is None and cst.Module([]).code_for_node(alias.name) == name
+                    for alias in small.names
+                ):
+                    return True
+    return False
 
 
 class _Applier(cst.CSTTransformer):
@@ -106,7 +132,7 @@ class _Applier(cst.CSTTransformer):
             new = self._statement(before, after)
             if carried and (inserted or new):
                 first = (inserted or new)[0]
-                merged = _with_leading(first, carried + list(_leading(first)))
+                merged = _with_leading(first, _merge_leading(carried, _leading(first)))
                 if inserted:
                     inserted = [merged, *inserted[1:]]
                 else:
@@ -172,6 +198,13 @@ class _Applier(cst.CSTTransformer):
             )
             body = [*body[:start], wrapped, *body[end + 1 :]]
         return body
+
+
+def _merge_leading(carried: list[cst.EmptyLine], own: list[cst.EmptyLine]) -> list[cst.EmptyLine]:
+    """Comments above a removed statement move down; its blank lines only where none are."""
+    if any(line.comment is not None for line in carried):
+        return carried + own
+    return own or carried
 
 
 def _leading(statement: cst.BaseStatement) -> list[cst.EmptyLine]:

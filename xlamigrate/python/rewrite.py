@@ -191,7 +191,7 @@ class _Planner:
         return min(self.enabling, key=lambda e: self._span(e.access.node).line)
 
     def _environment_statement(
-        self, code: Callable[[str], str], unless_set: str | None = None
+        self, code: Callable[[str, str], str], unless_set: str | None = None
     ) -> None:
         """Puts `code(receiver)` where the first enabling write stood (unless the file already
         writes `unless_set`), under the write's own value condition."""
@@ -199,7 +199,7 @@ class _Planner:
             return
         first = self._first()
         receiver = _receiver_code(first.access)
-        statement = cst.parse_statement(code(receiver))
+        statement = cst.parse_statement(code(receiver, first.access.form))
         if receiver == "os.environ":
             self.plan.imports.add(("os", None))
         in_place = first.condition.in_place
@@ -215,11 +215,13 @@ class _Planner:
             self.plan.insert_before(line, [statement])
 
     @staticmethod
-    def _stochastic_rounding_code(receiver: str) -> str:
+    def _stochastic_rounding_code(receiver: str, form: str) -> str:
+        if form == "setdefault":  # the legacy write let a launcher override it: so does this
+            return f'{receiver}.setdefault("{STOCHASTIC_ROUNDING}", "1")\n'
         return f'{receiver}["{STOCHASTIC_ROUNDING}"] = "1"\n'
 
     @staticmethod
-    def _auto_cast_code(receiver: str) -> str:
+    def _auto_cast_code(receiver: str, form: str = "subscript") -> str:
         return (
             f'{receiver}["{NEURON_CC_FLAGS}"] = '
             f'{receiver}.get("{NEURON_CC_FLAGS}", "") + " --auto-cast=none"\n'
@@ -357,7 +359,7 @@ class _Planner:
         ok, condition = self._combined_condition(line, self._span(line))
         if not ok:
             return
-        statement = cst.parse_statement(self._auto_cast_code(_receiver_code(last)))
+        statement = cst.parse_statement(self._auto_cast_code(_receiver_code(last), last.form))
         self._insert_after(line, [_under(condition, [statement])] if condition else [statement])
 
     def _merge_literal(self, literal: cst.BaseExpression) -> None:
