@@ -27,16 +27,6 @@ _MENTION_PHRASE = {
 }
 
 
-def findings_for(
-    path: str,
-    analysis: EnvAccessAnalysis,
-    positions: Mapping[cst.CSTNode, CodeRange],
-    catalogue: Catalogue,
-) -> Iterator[Finding]:
-    for _, finding in classified(path, analysis, positions, catalogue):
-        yield finding
-
-
 def classified(
     path: str,
     analysis: EnvAccessAnalysis,
@@ -55,7 +45,8 @@ def classified(
         yield mention, _mention_finding(path, mention, positions, catalogue)
 
 
-def _span(node: cst.CSTNode, positions: Mapping[cst.CSTNode, CodeRange]) -> Span:
+def span_of(node: cst.CSTNode, positions: Mapping[cst.CSTNode, CodeRange]) -> Span:
+    """A node's 1-based region, end column exclusive (SARIF's convention)."""
     code_range = positions[node]
     return Span(
         line=code_range.start.line,
@@ -96,7 +87,7 @@ def _access_finding(
     return Finding(
         code=code,
         path=path,
-        span=_span(access.node, positions),
+        span=span_of(access.node, positions),
         severity=rule.severity,
         message=rule.message.format(subject=subject),
         variable=access.variable,
@@ -163,7 +154,7 @@ def _mention_finding(
     return Finding(
         code=rule.code,
         path=path,
-        span=_span(mention.node, positions),
+        span=span_of(mention.node, positions),
         severity=rule.severity,
         message=rule.message.format(subject=subject),
         variable=mention.variable,

@@ -21,6 +21,7 @@ from xlamigrate.catalogue import Catalogue
 from xlamigrate.model import FileError, Finding, Fix, RewriteOutcome, Span
 from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING, merge_auto_cast_none
 from xlamigrate.python.conditions import Condition, enabling_condition, expressible_at
+from xlamigrate.python.detect import span_of
 from xlamigrate.python.envaccess import EnvAccess, analyse_env_accesses
 from xlamigrate.python.literals import string_value
 from xlamigrate.python.parse import parse_python
@@ -412,13 +413,7 @@ class _Planner:
     # -- findings ------------------------------------------------------------------------------
 
     def _span(self, node: cst.CSTNode) -> Span:
-        code_range = self.positions[node]
-        return Span(
-            code_range.start.line,
-            code_range.start.column + 1,
-            code_range.end.line,
-            code_range.end.column + 1,
-        )
+        return span_of(node, self.positions)
 
     def _manual(self, code: str, span: Span, subject: str) -> Finding:
         rule = self.catalogue.rule(code)
