@@ -232,6 +232,8 @@ class _Planner:
         for access in self.accesses:
             if access.variable != STOCHASTIC_ROUNDING or access.kind != "write":
                 continue
+            if access.value is None or access.value.enabled is not True:
+                continue  # only an explicit "1": the master weights replace rounding
             small = self.script.small_statement_of(access.node)
             if _is_whole_statement(small, access.node):
                 assert small is not None
