@@ -17,7 +17,7 @@ import typer
 from xlamigrate import __version__
 from xlamigrate.catalogue import Catalogue, CatalogueError, UnknownCodeError, load_catalogue
 from xlamigrate.config import ConfigError, Settings, load_settings
-from xlamigrate.model import FileError, ScanReport
+from xlamigrate.model import FileError, RewriteReport, ScanReport
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 SUMMARY = (
@@ -150,6 +150,23 @@ def _settings(
     return settings if respect_gitignore else replace(settings, respect_gitignore=False)
 
 
+def _write_rewrites(report: RewriteReport, sources: dict[str, Path]) -> RewriteReport:
+    """Writes each changed file; a file that could not be written is reported as unchanged."""
+    from xlamigrate.writer import WriteError, write_atomically
+
+    outcomes = []
+    errors = list(report.errors)
+    for outcome in report.outcomes:
+        if outcome.changed and outcome.rewritten is not None:
+            try:
+                write_atomically(sources[outcome.path], outcome.rewritten, outcome.original)
+            except WriteError as error:
+                errors.append(FileError(outcome.path, None, str(error), code="XM902"))
+                outcome = replace(outcome, rewritten=None, fixed=())
+        outcomes.append(outcome)
+    return replace(report, outcomes=tuple(outcomes), errors=tuple(errors))
+
+
 def _print_report(report: ScanReport, catalogue: Catalogue, output_format: OutputFormat) -> None:
     from xlamigrate.report import renderer
     from xlamigrate.report.text_format import summary
@@ -207,7 +224,7 @@ def rewrite(
     from xlamigrate.discover import discover
     from xlamigrate.engine import rewrite_paths
     from xlamigrate.report.rewrite_format import render_json, render_text, summary
-    from xlamigrate.writer import WriteError, unified_diff, write_atomically
+    from xlamigrate.writer import unified_diff
 
     targets = paths or [Path(".")]
     catalogue = _catalogue()
@@ -219,25 +236,21 @@ def rewrite(
     report = rewrite_paths(
         targets, settings, catalogue, chosen, unsafe_fixes, jobs or None, discovery
     )
+    for skipped in discovery.skipped:
+        typer.echo(f"xlamigrate: skipped {skipped}: not a file kind xlamigrate checks", err=True)
     apply = not (diff or check)
-    write_errors = []
     if apply:
-        sources = {source.display: source.path for source in discovery.files}
-        for outcome in report.outcomes:
-            if outcome.changed and outcome.rewritten is not None:
-                try:
-                    write_atomically(sources[outcome.path], outcome.rewritten, outcome.original)
-                except WriteError as error:
-                    write_errors.append(FileError(outcome.path, None, str(error)))
-        if write_errors:
-            report = replace(report, errors=report.errors + tuple(write_errors))
-    if diff:
-        for outcome in report.outcomes:
-            if outcome.changed and outcome.rewritten is not None:
-                sys.stdout.write(unified_diff(outcome.path, outcome.original, outcome.rewritten))
+        report = _write_rewrites(report, {s.display: s.path for s in discovery.files})
+    diffs = {
+        outcome.path: unified_diff(outcome.path, outcome.original, outcome.rewritten)
+        for outcome in report.outcomes
+        if diff and outcome.changed and outcome.rewritten is not None
+    }
     if output_format is RewriteFormat.json:
-        sys.stdout.write(render_json(report, chosen, apply))
-    elif not diff:
+        sys.stdout.write(render_json(report, chosen, apply, diffs))
+    elif diff:
+        sys.stdout.write("".join(diffs.values()))
+    else:
         sys.stdout.write(render_text(report, apply))
     sys.stdout.flush()
     typer.echo(summary(report, apply), err=True)

@@ -61,11 +61,13 @@ def discover(paths: Sequence[Path], settings: Settings) -> Discovery:
             skipped.append(str(given))
             continue
         else:
-            candidates = iter([os.path.abspath(given)])
+            candidates = iter([os.path.realpath(given)])
         for absolute in candidates:
-            if absolute in seen:
+            # A link and its target are one file: rewriting it twice would clash.
+            key = os.path.realpath(absolute) if os.path.islink(absolute) else absolute
+            if key in seen:
                 continue
-            seen.add(absolute)
+            seen.add(key)
             path = Path(absolute)
             kind = _SUFFIX_KINDS.get(path.suffix) or classify(path, explicit=True)
             if kind is not None:

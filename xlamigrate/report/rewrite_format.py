@@ -11,13 +11,22 @@ from xlamigrate.report.json_format import finding_json
 from xlamigrate.report.text_format import error_line, finding_line
 
 
-def render_json(report: RewriteReport, mode: str, applied: bool) -> str:
+def render_json(
+    report: RewriteReport, mode: str, applied: bool, diffs: dict[str, str] | None = None
+) -> str:
+    """`diffs` (with --diff) go into each file's entry, so the output stays one JSON document."""
+    diffs = diffs or {}
+    files = [
+        {**_file_json(outcome), **({"diff": diffs[outcome.path]} if outcome.path in diffs else {})}
+        for outcome in report.outcomes
+        if _reportable(outcome)
+    ]
     document: dict[str, Any] = {
         "version": __version__,
         "mode": mode,
         "applied": applied,  # false with --diff/--check: nothing was written
         "files_scanned": report.files_scanned,
-        "files": [_file_json(outcome) for outcome in report.outcomes if _reportable(outcome)],
+        "files": files,
         "errors": [
             {"path": error.path, "line": error.line, "message": error.message}
             for error in report.errors
@@ -31,8 +40,7 @@ def render_text(report: RewriteReport, applied: bool) -> str:
     verb = "rewrote" if applied else "would rewrite"
     for outcome in report.outcomes:
         if outcome.changed:
-            fixes = len(outcome.fixed)
-            lines.append(f"{outcome.path}: {verb} ({fixes} fix{'' if fixes == 1 else 'es'})")
+            lines.append(f"{outcome.path}: {verb} ({_plural(len(outcome.fixed), 'fix', 'fixes')})")
         lines.extend(finding_line(finding) for finding in outcome.remaining)
     lines.extend(error_line(error) for error in report.errors)
     return "".join(line + "\n" for line in lines)
@@ -43,12 +51,16 @@ def summary(report: RewriteReport, applied: bool) -> str:
     fixes = sum(len(outcome.fixed) for outcome in report.outcomes if outcome.changed)
     left = sum(len(outcome.remaining) for outcome in report.outcomes)
     verb = "rewritten" if applied else "would be rewritten"
-    parts = [f"{changed} file{'' if changed == 1 else 's'} {verb} ({fixes} fixes)"]
+    parts = [f"{_plural(changed, 'file')} {verb} ({_plural(fixes, 'fix', 'fixes')})"]
     if left:
-        parts.append(f"{left} finding{'' if left == 1 else 's'} left for manual work")
+        parts.append(f"{_plural(left, 'finding')} left for manual work")
     if report.errors:
-        parts.append(f"{len(report.errors)} file(s) could not be rewritten")
-    return "; ".join(parts) + f" ({report.files_scanned} files scanned)."
+        parts.append(f"{_plural(len(report.errors), 'file')} could not be rewritten")
+    return "; ".join(parts) + f" ({_plural(report.files_scanned, 'file')} scanned)."
+
+
+def _plural(count: int, noun: str, plural: str | None = None) -> str:
+    return f"{count} {noun if count == 1 else (plural or noun + 's')}"
 
 
 def _reportable(outcome: RewriteOutcome) -> bool:
