@@ -63,4 +63,5 @@ def test_each_case_has_the_same_input_in_every_mode() -> None:
     """The inputs are copied per mode (pairs live together); the copies must not drift apart."""
     for case in sorted((FIXTURES / MODES[0]).glob("*.in.py")):
         for mode in MODES[1:]:
-            assert (FIXTURES / mode / case.name).read_bytes() == case.read_bytes(), (mode, case.name)
+            copy = FIXTURES / mode / case.name
+            assert copy.read_bytes() == case.read_bytes(), (mode, case.name)

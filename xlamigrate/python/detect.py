@@ -103,7 +103,10 @@ def _subject(access: EnvAccess, first_writes: dict[str, tuple[int, EnvAccess]]) 
     where = _TARGET_PHRASE[access.target]
     if access.kind == "write":
         assert access.value is not None
-        return f"{access.variable} set to {access.value.describe()}{where}{via}"
+        default = ""
+        if access.form == "setdefault":
+            default = " only if unset (a launcher that sets it wins)"
+        return f"{access.variable} set to {access.value.describe()}{default}{where}{via}"
     if access.kind == "delete":
         return f"{access.variable} deleted{where}{via}"
     subject = f"{access.variable} read{via}"
