@@ -1,0 +1,142 @@
+"""Findings from environment accesses of any file kind: the rule, the message, how it can be
+fixed. Python, shell, Dockerfile, YAML and notebooks all describe their accesses this way."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Protocol, TypeVar
+
+from xlamigrate.catalogue import Catalogue
+from xlamigrate.flagvalue import FlagValue
+from xlamigrate.model import APPLICABILITIES, Access, Applicability, Finding, Fix, Span, Target
+
+READ_RULE = "XM201"
+DELETE_RULE = "XM202"
+MENTION_RULE = "XM301"
+
+_TARGET_PHRASE = {
+    "process": "",
+    "child": " in a child process's environment",
+    "test": " in a test's patched environment",
+}
+
+
+class AccessLike(Protocol):
+    """What a finding needs to know of an access, whatever file it is in."""
+
+    @property
+    def variable(self) -> str: ...
+    @property
+    def kind(self) -> Access: ...
+    @property
+    def target(self) -> Target: ...
+    @property
+    def form(self) -> str: ...
+    @property
+    def value(self) -> FlagValue | None: ...
+    @property
+    def via(self) -> str | None: ...
+
+
+A = TypeVar("A", bound=AccessLike)
+
+
+def access_findings(
+    path: str, accesses: Sequence[A], span: Callable[[A], Span], catalogue: Catalogue
+) -> Iterator[tuple[A, Finding]]:
+    """Each access of a legacy flag with its finding (accesses of other variables are skipped)."""
+    first_writes = _first_process_writes(accesses, span)
+    read_variables = {a.variable for a in accesses if a.kind == "read"}
+    for access in accesses:
+        if access.variable not in catalogue.flags:
+            continue  # a recipe variable tracked for the rewriter, not a finding
+        yield (
+            access,
+            _access_finding(path, access, span(access), catalogue, first_writes, read_variables),
+        )
+
+
+def worst(*levels: Applicability | None) -> Applicability | None:
+    known = [level for level in levels if level is not None]
+    if not known:
+        return None
+    return max(known, key=APPLICABILITIES.index)
+
+
+def _first_process_writes(
+    accesses: Sequence[A], span: Callable[[A], Span]
+) -> dict[str, tuple[int, AccessLike]]:
+    firsts: dict[str, tuple[int, AccessLike]] = {}
+    for access in accesses:
+        if access.kind == "write" and access.target == "process":
+            line = span(access).line
+            if access.variable not in firsts or line < firsts[access.variable][0]:
+                firsts[access.variable] = (line, access)
+    return firsts
+
+
+def _access_finding(
+    path: str,
+    access: AccessLike,
+    span: Span,
+    catalogue: Catalogue,
+    first_writes: dict[str, tuple[int, AccessLike]],
+    read_variables: set[str],
+) -> Finding:
+    if access.kind == "write":
+        code = catalogue.flags[access.variable].write_rule
+    else:
+        code = READ_RULE if access.kind == "read" else DELETE_RULE
+    rule = catalogue.rule(code)
+    subject = _subject(access, first_writes)
+    value = access.value
+    applicability = worst(rule.fix, _context_applicability(access, read_variables))
+    return Finding(
+        code=code,
+        path=path,
+        span=span,
+        severity=rule.severity,
+        message=rule.message.format(subject=subject),
+        variable=access.variable,
+        access=access.kind,
+        value=value.literal if value else None,
+        enabled=value.enabled if value else None,
+        fix=Fix(applicability) if applicability else None,
+    )
+
+
+def _subject(access: AccessLike, first_writes: dict[str, tuple[int, AccessLike]]) -> str:
+    via = f" through {access.via}()" if access.via else ""
+    where = _TARGET_PHRASE[access.target]
+    if access.kind == "write":
+        assert access.value is not None
+        default = ""
+        if access.form == "setdefault":
+            default = " only if unset (a launcher that sets it wins)"
+        return f"{access.variable} set to {access.value.describe()}{default}{where}{via}"
+    if access.kind == "delete":
+        return f"{access.variable} deleted{where}{via}"
+    subject = f"{access.variable} read{via}"
+    if access.form == "in":
+        subject += ' (a presence check: "0" counts as set)'
+    if access.variable in first_writes:
+        line, write = first_writes[access.variable]
+        assert write.value is not None
+        subject += (
+            f"; line {line} sets it to {write.value.describe()}, and once that write is migrated"
+            " this read sees it unset"
+        )
+    return subject
+
+
+def _context_applicability(access: AccessLike, read_variables: set[str]) -> Applicability | None:
+    """How the place of a write limits its fix, on top of the rule's default."""
+    if access.kind != "write":
+        return None
+    if access.target != "process":
+        return "manual"  # the recipe belongs to the launched script, not this one
+    if access.value is not None and access.value.may_be_off and access.variable in read_variables:
+        return "manual"  # a "0" is a live signal for the reads of this file (presence checks)
+    if access.via is not None or access.value is None or access.value.candidates is None:
+        return "unsafe"
+    return None
