@@ -13,3 +13,14 @@ FIXTURES = ROOT / "tests" / "fixtures"
 @pytest.fixture(scope="session")
 def catalogue() -> Catalogue:
     return load_catalogue()
+
+
+# Fixture files name their kind by extension (tests/fixtures/scan/<case>.<ext>,
+# tests/fixtures/<mode>/<case>.in.<ext>).
+KIND_BY_EXTENSION = {
+    ".py": "python",
+    ".sh": "shell",
+    ".env": "dotenv",
+    ".dockerfile": "dockerfile",
+    ".yaml": "yaml",
+}

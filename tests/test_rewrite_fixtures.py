@@ -1,5 +1,6 @@
-"""The rewrite fixtures are the spec: tests/fixtures/<mode>/<case>.in.py becomes <case>.out.py,
-leaves the findings of <case>.remaining.txt (if any) for manual work, and is idempotent."""
+"""The rewrite fixtures are the spec: tests/fixtures/<mode>/<case>.in.<ext> becomes
+<case>.out.<ext>, leaves the findings of <case>.remaining.txt (if any) for manual work, and is
+idempotent. The extension says the kind (.py, .sh, .env, .dockerfile, .yaml)."""
 
 from __future__ import annotations
 
@@ -8,38 +9,50 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, KIND_BY_EXTENSION
 from xlamigrate.catalogue import Catalogue
-from xlamigrate.python.rewrite import MODES, rewrite_python
+from xlamigrate.engine import rewrite_source
+from xlamigrate.python.rewrite import MODES
 
 CASES = [
-    pytest.param(mode, case, id=f"{mode}/{case.name.removesuffix('.in.py')}")
+    pytest.param(mode, case, id=f"{mode}/{case.name}")
     for mode in MODES
-    for case in sorted((FIXTURES / mode).glob("*.in.py"))
+    for case in sorted((FIXTURES / mode).glob("*.in.*"))
 ]
 
 
+def case_name(case: Path) -> str:
+    return case.name.split(".in.")[0]
+
+
+def output_of(case: Path) -> Path:
+    return case.with_name(case.name.replace(".in.", ".out."))
+
+
+def kind_of(case: Path) -> str:
+    return KIND_BY_EXTENSION[case.suffix]
+
+
 def expected_remaining(case: Path) -> list[str]:
-    listing = case.with_name(case.name.replace(".in.py", ".remaining.txt"))
+    listing = case.with_name(case_name(case) + ".remaining.txt")
     if not listing.exists():
         return []
     return [line.strip() for line in listing.read_text().splitlines() if line.strip()]
 
 
-def test_every_mode_has_the_required_cases() -> None:
+def test_every_mode_has_the_required_python_cases() -> None:
     for mode in MODES:
-        names = {case.name.removesuffix(".in.py") for case in (FIXTURES / mode).glob("*.in.py")}
+        names = {case_name(case) for case in (FIXTURES / mode).glob("*.in.py")}
         assert len(names) >= 12, mode
-        for case in names:
-            assert (FIXTURES / mode / f"{case}.out.py").is_file(), (mode, case)
+        for case in (FIXTURES / mode).glob("*.in.*"):
+            assert output_of(case).is_file(), (mode, case.name)
 
 
 @pytest.mark.parametrize(("mode", "case"), CASES)
 def test_rewrite_fixture(mode: str, case: Path, catalogue: Catalogue) -> None:
-    expected = case.with_name(case.name.replace(".in.py", ".out.py")).read_bytes()
-    outcome = rewrite_python(
-        case.name, case.read_bytes(), catalogue, frozenset(catalogue.rules), mode
-    )
+    expected = output_of(case).read_bytes()
+    enabled = frozenset(catalogue.rules)
+    outcome = rewrite_source(case.name, case.read_bytes(), kind_of(case), catalogue, enabled, mode)
     assert outcome.errors == ()
     produced = outcome.rewritten if outcome.rewritten is not None else outcome.original
     assert produced.decode() == expected.decode()
@@ -51,17 +64,20 @@ def test_rewrite_fixture(mode: str, case: Path, catalogue: Catalogue) -> None:
 def test_rewritten_fixture_parses_and_is_a_fixed_point(
     mode: str, case: Path, catalogue: Catalogue
 ) -> None:
-    output = case.with_name(case.name.replace(".in.py", ".out.py"))
-    ast.parse(output.read_bytes())
-    again = rewrite_python(
-        output.name, output.read_bytes(), catalogue, frozenset(catalogue.rules), mode
+    output = output_of(case)
+    if output.suffix == ".py":
+        ast.parse(output.read_bytes())
+    enabled = frozenset(catalogue.rules)
+    again = rewrite_source(
+        output.name, output.read_bytes(), kind_of(case), catalogue, enabled, mode
     )
     assert not again.changed
+    assert again.errors == ()
 
 
 def test_each_case_has_the_same_input_in_every_mode() -> None:
     """The inputs are copied per mode (pairs live together); the copies must not drift apart."""
-    for case in sorted((FIXTURES / MODES[0]).glob("*.in.py")):
+    for case in sorted((FIXTURES / MODES[0]).glob("*.in.*")):
         for mode in MODES[1:]:
             copy = FIXTURES / mode / case.name
             assert copy.read_bytes() == case.read_bytes(), (mode, case.name)

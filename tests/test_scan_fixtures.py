@@ -6,27 +6,34 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, KIND_BY_EXTENSION
 from xlamigrate.catalogue import Catalogue
-from xlamigrate.python.scan import scan_python
+from xlamigrate.engine import scan_source
 
-SCAN_FIXTURES = sorted((FIXTURES / "scan").glob("*.py"))
+SCAN_FIXTURES = sorted(
+    path for path in (FIXTURES / "scan").iterdir() if path.suffix in KIND_BY_EXTENSION
+)
+
+
+def findings_file(case: Path) -> Path:
+    return case.with_name(case.name.removesuffix(case.suffix) + ".findings.txt")
 
 
 def expected_findings(case: Path) -> list[str]:
-    text = case.with_suffix(".findings.txt").read_text(encoding="utf-8")
+    text = findings_file(case).read_text(encoding="utf-8")
     return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
 
 
 def test_every_fixture_has_an_expected_findings_file() -> None:
     assert len(SCAN_FIXTURES) >= 15
     for case in SCAN_FIXTURES:
-        assert case.with_suffix(".findings.txt").is_file(), case.name
+        assert findings_file(case).is_file(), case.name
 
 
-@pytest.mark.parametrize("case", SCAN_FIXTURES, ids=lambda case: case.stem)
+@pytest.mark.parametrize("case", SCAN_FIXTURES, ids=lambda case: case.name)
 def test_scan_fixture(case: Path, catalogue: Catalogue) -> None:
-    result = scan_python(case.name, case.read_bytes(), catalogue, frozenset(catalogue.rules))
+    kind = KIND_BY_EXTENSION[case.suffix]
+    result = scan_source(case.name, case.read_bytes(), kind, catalogue, frozenset(catalogue.rules))
     assert result.errors == ()
     found = [f"{f.span.line}:{f.span.column} {f.code}" for f in result.findings]
     assert found == expected_findings(case)

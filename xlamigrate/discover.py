@@ -13,7 +13,7 @@ import pathspec
 
 from xlamigrate.config import Settings
 
-FileKind = Literal["python"]
+FileKind = Literal["python", "shell", "dockerfile", "yaml", "dotenv"]
 
 # Folder names never walked into (explicitly named files inside them are still checked).
 SKIPPED_DIRECTORIES = frozenset(
@@ -24,7 +24,19 @@ SKIPPED_DIRECTORIES = frozenset(
         ".ruff_cache", ".ipynb_checkpoints", ".pants.d",
     }
 )  # fmt: skip
-_SUFFIX_KINDS: dict[str, FileKind] = {".py": "python"}
+_SUFFIX_KINDS: dict[str, FileKind] = {
+    ".py": "python",
+    ".sh": "shell",
+    ".bash": "shell",
+    ".sbatch": "shell",
+    ".slurm": "shell",
+    ".yaml": "yaml",
+    ".yml": "yaml",
+    ".env": "dotenv",
+    ".dockerfile": "dockerfile",
+}
+# The kinds whose support has landed; the others are not discovered yet.
+ENABLED_KINDS: frozenset[FileKind] = frozenset({"python", "dotenv"})
 
 
 @dataclass(frozen=True)
@@ -57,7 +69,7 @@ def discover(paths: Sequence[Path], settings: Settings) -> Discovery:
             candidates: Iterator[str] = _walk(os.path.abspath(given), settings, excludes)
         elif _excluded(os.path.abspath(given), root, excludes, is_dir=False):
             continue
-        elif classify(given, explicit=True) is None:
+        elif classify(given) is None:
             skipped.append(str(given))
             continue
         else:
@@ -69,25 +81,43 @@ def discover(paths: Sequence[Path], settings: Settings) -> Discovery:
                 continue
             seen.add(key)
             path = Path(absolute)
-            kind = _SUFFIX_KINDS.get(path.suffix) or classify(path, explicit=True)
+            kind = classify(path)
             if kind is not None:
                 files.append(SourceFile(path, _display(absolute, cwd), kind))
     files.sort(key=lambda source: source.display)
     return Discovery(tuple(files), tuple(missing), tuple(skipped))
 
 
-def classify(path: Path, explicit: bool = False) -> FileKind | None:
-    """The kind of a file by its suffix; a named file without one may be Python by its shebang."""
-    kind = _SUFFIX_KINDS.get(path.suffix)
-    if kind is None and explicit and not path.suffix:
-        try:
-            with path.open("rb") as handle:
-                first = handle.readline(200)
-        except OSError:
-            return None
-        if first.startswith(b"#!") and b"python" in first:
-            return "python"
-    return kind
+def classify(path: Path) -> FileKind | None:
+    """A file's kind by its name or suffix; a file without a suffix by its shebang."""
+    kind = _kind_by_name(path.name)
+    if kind is None and not path.suffix:
+        kind = _kind_by_shebang(path)
+    return kind if kind in ENABLED_KINDS else None
+
+
+def _kind_by_name(name: str) -> FileKind | None:
+    base = name.split(".")[0]
+    if base in ("Dockerfile", "Containerfile") and not name.endswith((".md", ".txt")):
+        return "dockerfile"
+    if name == ".env" or name.startswith(".env."):
+        return "dotenv"
+    return _SUFFIX_KINDS.get(os.path.splitext(name)[1])
+
+
+def _kind_by_shebang(path: Path) -> FileKind | None:
+    try:
+        with path.open("rb") as handle:
+            first = handle.readline(200)
+    except OSError:
+        return None
+    if not first.startswith(b"#!"):
+        return None
+    if b"python" in first:
+        return "python"
+    if any(shell in first for shell in (b"/sh", b"bash", b"zsh", b"env sh")):
+        return "shell"
+    return None
 
 
 def display_path(path: Path) -> str:
@@ -119,9 +149,11 @@ def _walk(top: str, settings: Settings, excludes: pathspec.GitIgnoreSpec) -> Ite
             kept.append(name)
         dirnames[:] = kept
         for name in sorted(filenames):
-            if os.path.splitext(name)[1] not in _SUFFIX_KINDS:
-                continue
             child = os.path.join(directory, name)
+            if _kind_by_name(name) is None and os.path.splitext(name)[1]:
+                continue  # fast path: most files are skipped by their name alone
+            if classify(Path(child)) is None:
+                continue
             if _excluded(child, root, excludes, is_dir=False):
                 continue
             if ignores is not None and ignores.ignored(child, is_dir=False):

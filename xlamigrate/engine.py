@@ -30,6 +30,7 @@ _Result = TypeVar("_Result")
 class _Job:
     display: str
     data: bytes
+    kind: str = "python"
 
 
 def flag_prefilter(catalogue: Catalogue) -> re.Pattern[bytes]:
@@ -90,7 +91,7 @@ def _flagged_files(
         if isinstance(read, FileError):
             unreadable.append(read)
         elif prefilter.search(read):
-            work.append(_Job(source.display, read))
+            work.append(_Job(source.display, read, source.kind))
     return work, unreadable
 
 
@@ -114,11 +115,41 @@ def _run(work: list[_Job], task: Callable[[_Job], _Result], jobs: int | None) ->
         return list(pool.map(task, work, chunksize=chunksize))
 
 
-def _scan_job(job: _Job, catalogue: Catalogue, enabled: frozenset[str]) -> FileResult:
-    from xlamigrate.python.scan import scan_python  # libcst: only when a file needs parsing
+def scan_source(
+    path: str, data: bytes, kind: str, catalogue: Catalogue, enabled: frozenset[str]
+) -> FileResult:
+    """Scans one file's bytes as the given kind ("python", "shell", "dotenv"...)."""
+    if kind == "python":
+        from xlamigrate.python.scan import scan_python  # libcst: only when a file needs parsing
 
+        return scan_python(path, data, catalogue, enabled)
+    from xlamigrate.textscan import scan_text
+
+    return scan_text(path, data, kind, catalogue, enabled)
+
+
+def rewrite_source(
+    path: str,
+    data: bytes,
+    kind: str,
+    catalogue: Catalogue,
+    enabled: frozenset[str],
+    mode: str,
+    unsafe_fixes: bool = False,
+) -> RewriteOutcome:
+    """Plans the rewrite of one file's bytes as the given kind; writes nothing."""
+    if kind == "python":
+        from xlamigrate.python.rewrite import rewrite_python
+
+        return rewrite_python(path, data, catalogue, enabled, mode, unsafe_fixes)
+    from xlamigrate.textscan import rewrite_text
+
+    return rewrite_text(path, data, kind, catalogue, enabled, mode, unsafe_fixes)
+
+
+def _scan_job(job: _Job, catalogue: Catalogue, enabled: frozenset[str]) -> FileResult:
     try:
-        return scan_python(job.display, job.data, catalogue, enabled)
+        return scan_source(job.display, job.data, job.kind, catalogue, enabled)
     except Exception as crash:  # one bad file must not end the run: report it and go on
         return FileResult(job.display, errors=(_crash(job, crash),))
 
@@ -126,10 +157,10 @@ def _scan_job(job: _Job, catalogue: Catalogue, enabled: frozenset[str]) -> FileR
 def _rewrite_job(
     job: _Job, catalogue: Catalogue, enabled: frozenset[str], mode: str, unsafe_fixes: bool
 ) -> RewriteOutcome:
-    from xlamigrate.python.rewrite import rewrite_python
-
     try:
-        return rewrite_python(job.display, job.data, catalogue, enabled, mode, unsafe_fixes)
+        return rewrite_source(
+            job.display, job.data, job.kind, catalogue, enabled, mode, unsafe_fixes
+        )
     except Exception as crash:
         return RewriteOutcome(job.display, job.data, None, errors=(_crash(job, crash),))
 

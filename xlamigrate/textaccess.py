@@ -1,0 +1,111 @@
+"""The access model for files that are not Python (shell, Dockerfile, YAML, .env): where in the
+text a flag is written or read, and the edits that remove it or turn it into another variable.
+
+Each kind module (`dotenv.py`, `shell.py`, `dockerfile.py`, `yaml_env.py`) exposes
+`analyse(text, names) -> TextAnalysis` and `render(syntax, name, value) -> str`; `textscan.py`
+turns that into findings and rewrites for every kind alike.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from xlamigrate.flagvalue import FlagValue
+from xlamigrate.model import Access, Span, Target
+
+
+@dataclass(frozen=True)
+class TextEdit:
+    """Replace text[start:end] (character offsets) with `replacement`."""
+
+    start: int
+    end: int
+    replacement: str
+
+
+@dataclass(frozen=True)
+class TextAccess:
+    variable: str
+    kind: Access
+    form: str  # "export", "prefix", "ENV", "ARG", "dotenv", "yaml-map", "yaml-list", ...
+    value: FlagValue | None  # writes only
+    start: int  # the reported construct (the `NAME=VALUE` word, the YAML key...)
+    end: int
+    # The whole `NAME=VALUE` assignment, replaceable by render(syntax, other_name, other_value).
+    assignment: tuple[int, int] | None = None
+    value_range: tuple[int, int] | None = None  # the value's text, quotes included
+    removal: TextEdit | None = None  # removes the write cleanly; None: it cannot be removed alone
+    syntax: str = ""  # how this construct spells an assignment (passed to the kind's render)
+    launched: tuple[str, ...] = ()  # Python scripts the same command runs
+    target: Target = "process"
+    via: str | None = None
+
+
+@dataclass(frozen=True)
+class TextAnalysis:
+    accesses: tuple[TextAccess, ...] = ()
+    problems: tuple[tuple[int | None, str], ...] = ()  # (line, message): what could not be read
+
+
+class LineIndex:
+    """Character offset -> 1-based (line, column)."""
+
+    def __init__(self, text: str) -> None:
+        self.starts = [0]
+        for index, char in enumerate(text):
+            if char == "\n":
+                self.starts.append(index + 1)
+
+    def position(self, offset: int) -> tuple[int, int]:
+        line = bisect.bisect_right(self.starts, offset) - 1
+        return line + 1, offset - self.starts[line] + 1
+
+    def span(self, start: int, end: int) -> Span:
+        line, column = self.position(start)
+        end_line, end_column = self.position(end)
+        return Span(line, column, end_line, end_column)
+
+
+def apply_edits(text: str, edits: Iterable[TextEdit]) -> str:
+    """Applies non-overlapping edits (any order); an edit inside an earlier one is dropped."""
+    result = []
+    position = 0
+    for edit in sorted(edits, key=lambda e: (e.start, e.end)):
+        if edit.start < position:
+            continue
+        result.append(text[position : edit.start])
+        result.append(edit.replacement)
+        position = edit.end
+    result.append(text[position:])
+    return "".join(result)
+
+
+def hash_comments(text: str) -> Sequence[tuple[int, str]]:
+    """(line, comment) for `#` comments that start a line or follow whitespace (shell, YAML,
+    Dockerfile and .env all write comments so)."""
+    comments = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        index = line.find("#")
+        while index != -1:
+            if index == 0 or line[index - 1] in " \t":
+                comments.append((number, line[index:]))
+                break
+            index = line.find("#", index + 1)
+    return comments
+
+
+def line_removal(text: str, start: int, end: int) -> TextEdit:
+    """Removes the lines holding text[start:end], newline included, if nothing else is on them;
+    otherwise just that text and the blanks after it."""
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", end)
+    line_end = len(text) if line_end == -1 else line_end + 1
+    before, after = text[line_start:start], text[end:line_end]
+    if not before.strip() and (not after.strip() or after.strip().startswith("#")):
+        return TextEdit(line_start, line_end, "")
+    stop = end
+    while stop < len(text) and text[stop] in " \t":
+        stop += 1
+    return TextEdit(start, stop, "")

@@ -1,0 +1,202 @@
+"""Scan and rewrite for every text kind (shell, Dockerfile, YAML, .env) on one model: the kind
+module finds the accesses and knows its syntax; findings, suppressions and the recipes' edits
+are the same for all."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import import_module
+from types import ModuleType
+
+from xlamigrate.catalogue import Catalogue
+from xlamigrate.findings import access_findings
+from xlamigrate.model import FileError, FileResult, Finding, Fix, RewriteOutcome
+from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING, merge_auto_cast_none
+from xlamigrate.suppression import is_suppressed, parse_suppressions
+from xlamigrate.textaccess import (
+    LineIndex,
+    TextAccess,
+    TextAnalysis,
+    TextEdit,
+    apply_edits,
+    hash_comments,
+)
+
+KIND_MODULES = {
+    "dotenv": "xlamigrate.dotenv",
+    "shell": "xlamigrate.shell",
+    "dockerfile": "xlamigrate.dockerfile",
+    "yaml": "xlamigrate.yaml_env",
+}
+_RECIPE_FLAGS = ("XLA_USE_BF16", "XLA_DOWNCAST_BF16")
+
+
+@dataclass(frozen=True)
+class _Decoded:
+    text: str
+    bom: bool
+
+
+def _decode(path: str, data: bytes) -> _Decoded | FileError:
+    bom = data.startswith(b"\xef\xbb\xbf")
+    try:
+        return _Decoded(data[3:].decode("utf-8") if bom else data.decode("utf-8"), bom)
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        return FileError(path, line, f"could not decode as UTF-8: {error.reason}")
+
+
+def _analyse(kind: str, text: str, catalogue: Catalogue) -> tuple[ModuleType, TextAnalysis]:
+    module = import_module(KIND_MODULES[kind])
+    names = frozenset(catalogue.flags) | {STOCHASTIC_ROUNDING, NEURON_CC_FLAGS}
+    return module, module.analyse(text, names)
+
+
+def _reported(
+    path: str, text: str, analysis: TextAnalysis, catalogue: Catalogue, enabled: frozenset[str]
+) -> list[tuple[TextAccess, Finding]]:
+    index = LineIndex(text)
+    pairs = [
+        (access, finding)
+        for access, finding in access_findings(
+            path, analysis.accesses, lambda a: index.span(a.start, a.end), catalogue
+        )
+        if finding.code in enabled
+    ]
+    table = parse_suppressions(hash_comments(text)) if pairs else {}
+    return [
+        (access, finding)
+        for access, finding in pairs
+        if not is_suppressed(finding.code, {finding.span.line, finding.span.end_line}, table)
+    ]
+
+
+def _problems(path: str, analysis: TextAnalysis) -> tuple[FileError, ...]:
+    return tuple(
+        FileError(path, line, f"could not parse: {message}") for line, message in analysis.problems
+    )
+
+
+def scan_text(
+    path: str, data: bytes, kind: str, catalogue: Catalogue, enabled: frozenset[str]
+) -> FileResult:
+    decoded = _decode(path, data)
+    if isinstance(decoded, FileError):
+        return FileResult(path, errors=(decoded,))
+    _, analysis = _analyse(kind, decoded.text, catalogue)
+    found = [f for _, f in _reported(path, decoded.text, analysis, catalogue, enabled)]
+    findings = tuple(sorted(found, key=lambda f: f.sort_key))
+    return FileResult(path, findings=findings, errors=_problems(path, analysis))
+
+
+def rewrite_text(
+    path: str,
+    data: bytes,
+    kind: str,
+    catalogue: Catalogue,
+    enabled: frozenset[str],
+    mode: str,
+    unsafe_fixes: bool = False,
+) -> RewriteOutcome:
+    decoded = _decode(path, data)
+    if isinstance(decoded, FileError):
+        return RewriteOutcome(path, data, None, errors=(decoded,))
+    text = decoded.text
+    module, analysis = _analyse(kind, text, catalogue)
+    pairs = _reported(path, text, analysis, catalogue, enabled)
+    errors = _problems(path, analysis)
+    if not pairs:
+        return RewriteOutcome(path, data, None, errors=errors)
+    writes = [a for a in analysis.accesses if a.kind == "write"]
+    has_rounding = any(a.variable == STOCHASTIC_ROUNDING for a in writes)
+    flag_writes = [a for a in writes if a.variable == NEURON_CC_FLAGS]
+    edits: list[TextEdit] = []
+    fixed: list[Finding] = []
+    remaining: list[Finding] = []
+    replaced_once = False
+    for access, finding in pairs:
+        applicability = finding.fix.applicability if finding.fix else None
+        allowed = applicability == "safe" or (applicability == "unsafe" and unsafe_fixes)
+        if access.kind == "read" or not allowed:
+            remaining.append(finding)
+            continue
+        enabling = (
+            access.kind == "write"
+            and access.variable in _RECIPE_FLAGS
+            and access.value is not None
+            and access.value.enabled is not False
+        )
+        edit = access.removal
+        if enabling and not replaced_once and access.assignment is not None:
+            replacement = _recipe_assignment(module, access, mode, has_rounding, flag_writes)
+            if replacement is not None:
+                edit = TextEdit(*access.assignment, replacement)
+                replaced_once = True
+        if edit is None:
+            remaining.append(_manual(catalogue, finding))
+            continue
+        edits.append(edit)
+        fixed.append(finding)
+    if (
+        mode == "autocast"
+        and replaced_once is False
+        and any(a.variable in _RECIPE_FLAGS and f in fixed for a, f in pairs)
+    ):
+        edits.extend(_merge_flag_literals(module, flag_writes))
+    if mode == "fp32-copy":
+        edits.extend(
+            a.removal for a in writes if a.variable == STOCHASTIC_ROUNDING and a.removal is not None
+        )
+    new_text = apply_edits(text, edits)
+    rewritten = (b"\xef\xbb\xbf" if decoded.bom else b"") + new_text.encode("utf-8")
+    return RewriteOutcome(
+        path,
+        data,
+        rewritten if rewritten != data else None,
+        tuple(sorted(fixed, key=lambda f: f.sort_key)),
+        tuple(sorted(remaining, key=lambda f: f.sort_key)),
+        errors,
+    )
+
+
+def _recipe_assignment(
+    module: ModuleType,
+    access: TextAccess,
+    mode: str,
+    has_rounding: bool,
+    flag_writes: list[TextAccess],
+) -> str | None:
+    """What the first enabling write becomes in the same construct, per mode (None: removed)."""
+    if mode == "full-bf16" and not has_rounding:
+        rendered: str = module.render(access.syntax, STOCHASTIC_ROUNDING, "1")
+        return rendered
+    if mode == "autocast" and not flag_writes:
+        rendered = module.render(access.syntax, NEURON_CC_FLAGS, "--auto-cast=none", append=True)
+        return rendered
+    return None
+
+
+def _merge_flag_literals(module: ModuleType, flag_writes: list[TextAccess]) -> list[TextEdit]:
+    edits = []
+    for write in flag_writes:
+        literal = write.value.literal if write.value else None
+        if literal is None or write.assignment is None:
+            continue
+        merged = merge_auto_cast_none(literal)
+        if merged != literal:
+            edits.append(
+                TextEdit(*write.assignment, module.render(write.syntax, NEURON_CC_FLAGS, merged))
+            )
+    return edits
+
+
+def _manual(catalogue: Catalogue, finding: Finding) -> Finding:
+    rule = catalogue.rule("XM404")
+    return Finding(
+        code=rule.code,
+        path=finding.path,
+        span=finding.span,
+        severity=rule.severity,
+        message=rule.message.format(subject=finding.message),
+        fix=Fix("manual"),
+    )
