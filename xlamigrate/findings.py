@@ -88,9 +88,19 @@ def _access_finding(
     else:
         code = READ_RULE if access.kind == "read" else DELETE_RULE
     rule = catalogue.rule(code)
-    subject = _subject(access, first_writes)
+    subject = _subject(access, first_writes) + getattr(access, "note", "")
+    launched = getattr(access, "launched", ())
+    if launched:
+        subject += (
+            f"; it launches {', '.join(launched)}: the Python part of the recipe belongs there"
+            f" (xlamigrate rewrite {launched[0]})"
+        )
     value = access.value
-    applicability = worst(rule.fix, _context_applicability(access, read_variables))
+    applicability = worst(
+        rule.fix,
+        _context_applicability(access, read_variables),
+        getattr(access, "applicability", None),
+    )
     return Finding(
         code=code,
         path=path,

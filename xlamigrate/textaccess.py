@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from xlamigrate.flagvalue import FlagValue
-from xlamigrate.model import Access, Span, Target
+from xlamigrate.model import Access, Applicability, Span, Target
 
 
 @dataclass(frozen=True)
@@ -38,9 +38,11 @@ class TextAccess:
     value_range: tuple[int, int] | None = None  # the value's text, quotes included
     removal: TextEdit | None = None  # removes the write cleanly; None: it cannot be removed alone
     syntax: str = ""  # how this construct spells an assignment (passed to the kind's render)
-    launched: tuple[str, ...] = ()  # Python scripts the same command runs
+    launched: tuple[str, ...] = ()  # Python scripts the same command runs (as written)
     target: Target = "process"
     via: str | None = None
+    note: str = ""  # said after the finding's subject ("accelerate sets the flag for you")
+    applicability: Applicability | None = None  # at most this fixable (e.g. "manual")
 
 
 @dataclass(frozen=True)

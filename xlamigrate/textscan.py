@@ -4,7 +4,8 @@ are the same for all."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, replace
 from importlib import import_module
 from types import ModuleType
 
@@ -46,10 +47,27 @@ def _decode(path: str, data: bytes) -> _Decoded | FileError:
         return FileError(path, line, f"could not decode as UTF-8: {error.reason}")
 
 
-def _analyse(kind: str, text: str, catalogue: Catalogue) -> tuple[ModuleType, TextAnalysis]:
+def _analyse(
+    path: str, kind: str, text: str, catalogue: Catalogue
+) -> tuple[ModuleType, TextAnalysis]:
     module = import_module(KIND_MODULES[kind])
     names = frozenset(catalogue.flags) | {STOCHASTIC_ROUNDING, NEURON_CC_FLAGS}
-    return module, module.analyse(text, names)
+    analysis: TextAnalysis = module.analyse(text, names)
+    accesses = tuple(
+        replace(a, launched=_in_tree(path, a.launched)) if a.launched else a
+        for a in analysis.accesses
+    )
+    return module, replace(analysis, accesses=accesses)
+
+
+def _in_tree(path: str, scripts: tuple[str, ...]) -> tuple[str, ...]:
+    """The launched scripts that exist next to the launcher or below the current folder."""
+    here = os.path.dirname(path)
+    return tuple(
+        script
+        for script in scripts
+        if os.path.isfile(os.path.join(here, script)) or os.path.isfile(script)
+    )
 
 
 def _reported(
@@ -83,7 +101,7 @@ def scan_text(
     decoded = _decode(path, data)
     if isinstance(decoded, FileError):
         return FileResult(path, errors=(decoded,))
-    _, analysis = _analyse(kind, decoded.text, catalogue)
+    _, analysis = _analyse(path, kind, decoded.text, catalogue)
     found = [f for _, f in _reported(path, decoded.text, analysis, catalogue, enabled)]
     findings = tuple(sorted(found, key=lambda f: f.sort_key))
     return FileResult(path, findings=findings, errors=_problems(path, analysis))
@@ -102,7 +120,7 @@ def rewrite_text(
     if isinstance(decoded, FileError):
         return RewriteOutcome(path, data, None, errors=(decoded,))
     text = decoded.text
-    module, analysis = _analyse(kind, text, catalogue)
+    module, analysis = _analyse(path, kind, text, catalogue)
     pairs = _reported(path, text, analysis, catalogue, enabled)
     errors = _problems(path, analysis)
     if not pairs:
