@@ -23,4 +23,5 @@ KIND_BY_EXTENSION = {
     ".env": "dotenv",
     ".dockerfile": "dockerfile",
     ".yaml": "yaml",
+    ".ipynb": "notebook",
 }

@@ -35,5 +35,8 @@ def test_scan_fixture(case: Path, catalogue: Catalogue) -> None:
     kind = KIND_BY_EXTENSION[case.suffix]
     result = scan_source(case.name, case.read_bytes(), kind, catalogue, frozenset(catalogue.rules))
     assert result.errors == ()
-    found = [f"{f.span.line}:{f.span.column} {f.code}" for f in result.findings]
+    found = [
+        f"{'' if f.cell is None else f'{f.cell}:'}{f.span.line}:{f.span.column} {f.code}"
+        for f in result.findings
+    ]
     assert found == expected_findings(case)

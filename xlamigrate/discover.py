@@ -13,7 +13,7 @@ import pathspec
 
 from xlamigrate.config import Settings
 
-FileKind = Literal["python", "shell", "dockerfile", "yaml", "dotenv"]
+FileKind = Literal["python", "shell", "dockerfile", "yaml", "dotenv", "notebook"]
 
 # Folder names never walked into (explicitly named files inside them are still checked).
 SKIPPED_DIRECTORIES = frozenset(
@@ -34,9 +34,10 @@ _SUFFIX_KINDS: dict[str, FileKind] = {
     ".yml": "yaml",
     ".env": "dotenv",
     ".dockerfile": "dockerfile",
+    ".ipynb": "notebook",
 }
 # The kinds whose support has landed; the others are not discovered yet.
-ENABLED_KINDS: frozenset[FileKind] = frozenset({"python", "dotenv"})
+ENABLED_KINDS: frozenset[FileKind] = frozenset({"python", "dotenv", "notebook"})
 
 
 @dataclass(frozen=True)

@@ -123,6 +123,10 @@ def scan_source(
         from xlamigrate.python.scan import scan_python  # libcst: only when a file needs parsing
 
         return scan_python(path, data, catalogue, enabled)
+    if kind == "notebook":
+        from xlamigrate.notebook import scan_notebook
+
+        return scan_notebook(path, data, catalogue, enabled)
     from xlamigrate.textscan import scan_text
 
     return scan_text(path, data, kind, catalogue, enabled)
@@ -142,6 +146,10 @@ def rewrite_source(
         from xlamigrate.python.rewrite import rewrite_python
 
         return rewrite_python(path, data, catalogue, enabled, mode, unsafe_fixes)
+    if kind == "notebook":
+        from xlamigrate.notebook import rewrite_notebook
+
+        return rewrite_notebook(path, data, catalogue, enabled, mode, unsafe_fixes)
     from xlamigrate.textscan import rewrite_text
 
     return rewrite_text(path, data, kind, catalogue, enabled, mode, unsafe_fixes)

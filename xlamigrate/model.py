@@ -46,10 +46,12 @@ class Finding:
     value: str | None = None
     enabled: bool | None = None
     fix: Fix | None = None
+    cell: int | None = None  # notebooks: the code cell (0-based); lines count within it
 
     @property
-    def sort_key(self) -> tuple[str, int, int, str]:
-        return (self.path, self.span.line, self.span.column, self.code)
+    def sort_key(self) -> tuple[str, int, int, int, str]:
+        cell = -1 if self.cell is None else self.cell
+        return (self.path, cell, self.span.line, self.span.column, self.code)
 
 
 @dataclass(frozen=True)

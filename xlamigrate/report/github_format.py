@@ -18,7 +18,8 @@ def render(report: ScanReport, catalogue: Catalogue) -> str:
             "col": span.column,
             "endLine": span.end_line,
             "endColumn": span.end_column,
-            "title": f"xlamigrate ({finding.code})",
+            "title": f"xlamigrate ({finding.code})"
+            + ("" if finding.cell is None else f" in cell {finding.cell}"),
         }
         lines.append(
             _command(_COMMANDS[finding.severity], properties, f"{finding.code} {finding.message}")

@@ -24,8 +24,9 @@ def render(report: ScanReport, catalogue: Catalogue) -> str:
 
 
 def finding_json(finding: Finding) -> dict[str, Any]:
+    """The stable finding shape; notebook findings add "cell" (0-based; lines are in the cell)."""
     span = finding.span
-    return {
+    document: dict[str, Any] = {
         "code": finding.code,
         "path": finding.path,
         "line": span.line,
@@ -40,3 +41,6 @@ def finding_json(finding: Finding) -> dict[str, Any]:
         "enabled": finding.enabled,
         "fix": {"applicability": finding.fix.applicability} if finding.fix else None,
     }
+    if finding.cell is not None:
+        document["cell"] = finding.cell
+    return document

@@ -15,7 +15,8 @@ def print_report(report: ScanReport, console: Console | None = None) -> None:
     console = console or Console(highlight=False)
     for finding in report.findings:
         line = Text()
-        line.append(location(finding.path, finding.span.line, finding.span.column), style="bold")
+        path = finding.path if finding.cell is None else f"{finding.path}:cell-{finding.cell}"
+        line.append(location(path, finding.span.line, finding.span.column), style="bold")
         line.append(": ")
         line.append(finding.code, style=_STYLES[finding.severity])
         line.append(f" {finding.message}")

@@ -79,6 +79,8 @@ def _finding_result(finding: Finding, index: dict[str, int]) -> dict[str, Any]:
         properties["enabled"] = finding.enabled
     if finding.fix is not None:
         properties["fix"] = finding.fix.applicability
+    if finding.cell is not None:
+        properties["cell"] = finding.cell  # the region's lines count within this code cell
     return {
         "ruleId": finding.code,
         "ruleIndex": index[finding.code],

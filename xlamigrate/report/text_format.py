@@ -16,7 +16,8 @@ def lines(report: ScanReport) -> list[str]:
 
 def finding_line(finding: Finding) -> str:
     fix = f" [fix: {finding.fix.applicability}]" if finding.fix else ""
-    where = location(finding.path, finding.span.line, finding.span.column)
+    path = finding.path if finding.cell is None else f"{finding.path}:cell-{finding.cell}"
+    where = location(path, finding.span.line, finding.span.column)
     return f"{where}: {finding.code} {finding.message}{fix}"
 
 
