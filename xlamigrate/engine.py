@@ -33,10 +33,23 @@ class _Job:
     kind: str = "python"
 
 
+# YAML configs name the flags in lower case (NeuronX-Distributed-Training) or through
+# accelerate's settings, which set them for the user.
+_YAML_TRIGGERS = re.compile(
+    rb"(?i)xla_(?:use|downcast)_(?:bf16|fp16|f16)|downcast_bf16|mixed_precision"
+)
+
+
 def flag_prefilter(catalogue: Catalogue) -> re.Pattern[bytes]:
     """Matches the bytes of any flag name: files without a match cannot have a finding."""
     names = sorted(catalogue.flags, key=len, reverse=True)
     return re.compile(b"|".join(re.escape(name.encode("ascii")) for name in names))
+
+
+def _may_mention(kind: str, data: bytes, prefilter: re.Pattern[bytes]) -> bool:
+    if prefilter.search(data):
+        return True
+    return kind == "yaml" and _YAML_TRIGGERS.search(data) is not None
 
 
 def scan_paths(
@@ -90,7 +103,7 @@ def _flagged_files(
         read = _read(source)
         if isinstance(read, FileError):
             unreadable.append(read)
-        elif prefilter.search(read):
+        elif _may_mention(source.kind, read, prefilter):
             work.append(_Job(source.display, read, source.kind))
     return work, unreadable
 
