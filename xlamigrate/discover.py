@@ -37,7 +37,9 @@ _SUFFIX_KINDS: dict[str, FileKind] = {
     ".ipynb": "notebook",
 }
 # The kinds whose support has landed; the others are not discovered yet.
-ENABLED_KINDS: frozenset[FileKind] = frozenset({"python", "dotenv", "notebook", "yaml"})
+ENABLED_KINDS: frozenset[FileKind] = frozenset(
+    {"python", "dotenv", "notebook", "yaml", "dockerfile"}
+)
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,9 @@ class TextAccess:
     assignment: tuple[int, int] | None = None
     value_range: tuple[int, int] | None = None  # the value's text, quotes included
     removal: TextEdit | None = None  # removes the write cleanly; None: it cannot be removed alone
+    # Removes the whole construct (an `ENV A=1 B=1` instruction) when all its accesses go, where
+    # removing each alone would leave it empty and invalid.
+    container: TextEdit | None = None
     syntax: str = ""  # how this construct spells an assignment (passed to the kind's render)
     launched: tuple[str, ...] = ()  # Python scripts the same command runs (as written)
     target: Target = "process"

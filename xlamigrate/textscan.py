@@ -165,7 +165,7 @@ def rewrite_text(
         edits.extend(
             a.removal for a in writes if a.variable == STOCHASTIC_ROUNDING and a.removal is not None
         )
-    new_text = apply_edits(text, edits)
+    new_text = apply_edits(text, _whole_containers(analysis.accesses, edits))
     rewritten = (b"\xef\xbb\xbf" if decoded.bom else b"") + new_text.encode("utf-8")
     return RewriteOutcome(
         path,
@@ -175,6 +175,21 @@ def rewrite_text(
         tuple(sorted(remaining, key=lambda f: f.sort_key)),
         errors,
     )
+
+
+def _whole_containers(accesses: tuple[TextAccess, ...], edits: list[TextEdit]) -> list[TextEdit]:
+    """Where every access of a construct is removed, remove the construct instead."""
+    chosen = set(edits)
+    members: dict[TextEdit, list[TextAccess]] = {}
+    for access in accesses:
+        if access.container is not None:
+            members.setdefault(access.container, []).append(access)
+    for container, group in members.items():
+        removals = [access.removal for access in group]
+        if all(removal is not None and removal in chosen for removal in removals):
+            chosen -= {removal for removal in removals if removal is not None}
+            chosen.add(container)
+    return list(chosen)
 
 
 def _recipe_assignment(

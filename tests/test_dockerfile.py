@@ -1,0 +1,410 @@
+"""Dockerfile accesses: where each write, unset and read of a flag is, how it is removed or
+rewritten, and which scripts run with it."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FIXTURES
+from xlamigrate.catalogue import Catalogue
+from xlamigrate.dockerfile import analyse, render
+from xlamigrate.engine import scan_source
+from xlamigrate.flagvalue import FlagValue
+from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING
+from xlamigrate.python.rewrite import MODES
+from xlamigrate.textaccess import TextAccess, apply_edits
+
+LEGACY = ("XLA_USE_BF16", "XLA_DOWNCAST_BF16", "XLA_USE_FP16", "XLA_DOWNCAST_FP16", "XLA_USE_F16")
+NAMES = frozenset({*LEGACY, NEURON_CC_FLAGS, STOCHASTIC_ROUNDING})
+
+
+def accesses(text: str) -> list[TextAccess]:
+    analysis = analyse(text, NAMES)
+    assert analysis.problems == ()
+    return list(analysis.accesses)
+
+
+def only(text: str) -> TextAccess:
+    [access] = accesses(text)
+    return access
+
+
+def cut(text: str, access: TextAccess) -> str:
+    assert access.removal is not None
+    return apply_edits(text, [access.removal])
+
+
+def piece(text: str, span: tuple[int, int] | None) -> str:
+    assert span is not None
+    return text[span[0] : span[1]]
+
+
+# -- ENV and ARG ----------------------------------------------------------------------------
+
+
+def test_env_write_points_at_the_name_and_removes_the_instruction() -> None:
+    text = "FROM x\nENV XLA_USE_BF16=1\nCMD true\n"
+    access = only(text)
+    assert (access.variable, access.kind, access.form) == ("XLA_USE_BF16", "write", "ENV")
+    assert text[access.start : access.end] == "XLA_USE_BF16"
+    assert piece(text, access.assignment) == "XLA_USE_BF16=1"
+    assert piece(text, access.value_range) == "1"
+    assert access.value == FlagValue(("1",))
+    assert cut(text, access) == "FROM x\nCMD true\n"
+
+
+def test_env_values_lose_their_quotes_and_expansions_are_unknown() -> None:
+    values = [a.value for a in accesses("ENV XLA_USE_BF16=\"1\" XLA_DOWNCAST_BF16='0' A=1\n")]
+    assert values == [FlagValue(("1",)), FlagValue(("0",))]
+    assert only("ENV XLA_USE_BF16=${USE_BF16:-1}\n").value == FlagValue(None)
+    assert only('ENV XLA_USE_BF16="a\\"b"\n').value == FlagValue(('a"b',))
+
+
+def test_legacy_env_form_takes_the_rest_of_the_line() -> None:
+    text = "ENV XLA_DOWNCAST_BF16 1\nENV XLA_USE_F16 yes please\n"
+    first, second = accesses(text)
+    assert piece(text, first.assignment) == "XLA_DOWNCAST_BF16 1"
+    assert first.syntax == "ENV legacy"
+    assert second.value == FlagValue(("yes please",))
+    assert cut(text, first) == "ENV XLA_USE_F16 yes please\n"
+
+
+def test_multi_variable_env_over_continuation_lines() -> None:
+    text = (
+        "ENV PJRT_DEVICE=NEURON \\\n"
+        "    XLA_USE_BF16=1 \\\n"
+        "    # a comment line inside the instruction\n"
+        "    MALLOC_ARENA_MAX=64 \\\n"
+        "    XLA_USE_FP16=0\n"
+        "RUN true\n"
+    )
+    bf16, fp16 = accesses(text)
+    assert text[bf16.start : bf16.end] == "XLA_USE_BF16"
+    assert text.count("\n", 0, bf16.start) == 1
+    assert text.count("\n", 0, fp16.start) == 4
+    assert cut(text, bf16) == (
+        "ENV PJRT_DEVICE=NEURON \\\n"
+        "    # a comment line inside the instruction\n"
+        "    MALLOC_ARENA_MAX=64 \\\n"
+        "    XLA_USE_FP16=0\nRUN true\n"
+    )
+    assert cut(text, fp16).endswith("    MALLOC_ARENA_MAX=64\nRUN true\n")
+    both = apply_edits(text, [bf16.removal, fp16.removal])  # type: ignore[list-item]
+    assert both == (
+        "ENV PJRT_DEVICE=NEURON \\\n"
+        "    # a comment line inside the instruction\n"
+        "    MALLOC_ARENA_MAX=64\nRUN true\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "ENV XLA_USE_BF16=1 XLA_DOWNCAST_BF16=1 A=1 XLA_USE_FP16=0 B=2\n",
+        "ENV XLA_USE_BF16=1 \\\n    XLA_DOWNCAST_BF16=1 \\\n    A=1 \\\n    XLA_USE_FP16=0\n",
+        "ENV A=1 \\\n  XLA_USE_BF16=1 \\\n  XLA_DOWNCAST_BF16=1 \\\n  XLA_USE_FP16=0\n",
+        "ARG XLA_USE_BF16=1 XLA_DOWNCAST_BF16 A XLA_USE_FP16=0\n",
+    ],
+)
+def test_any_set_of_removals_in_one_instruction_leaves_the_others_valid(text: str) -> None:
+    found = accesses(text)
+    for count in range(1, len(found) + 1):
+        for removed in itertools.combinations(found, count):
+            result = apply_edits(text, [a.removal for a in removed if a.removal is not None])
+            kept = {a.variable for a in found} - {a.variable for a in removed}
+            assert {a.variable for a in accesses(result)} == kept, result
+            assert "\\\n\n" not in result and not result.rstrip("\n").endswith("\\"), result
+            assert re.search(r"\bA=1\b|\bA\b", result), result
+
+
+def test_replacing_an_assignment_keeps_the_instruction_form() -> None:
+    text = "ENV PJRT_DEVICE=NEURON \\\n    XLA_USE_BF16=1\n"
+    access = only(text)
+    assert access.assignment is not None
+    replacement = render(access.syntax, STOCHASTIC_ROUNDING, "1")
+    assert cut(text, access) == "ENV PJRT_DEVICE=NEURON\n"
+    start, end = access.assignment
+    assert text[:start] + replacement + text[end:] == (
+        "ENV PJRT_DEVICE=NEURON \\\n    NEURON_RT_STOCHASTIC_ROUNDING_EN=1\n"
+    )
+
+
+def test_arg_with_and_without_default() -> None:
+    text = "ARG XLA_USE_BF16=1\nARG XLA_DOWNCAST_BF16\n"
+    with_default, declared = accesses(text)
+    assert (with_default.form, with_default.value) == ("ARG", FlagValue(("1",)))
+    assert (declared.form, declared.value) == ("ARG", FlagValue(None))
+    assert "build argument" in with_default.note
+    assert with_default.launched == ()
+
+
+def test_trailing_comment_after_env_is_not_a_variable() -> None:
+    text = "ENV XLA_USE_BF16=1 # noqa: XM101\n"
+    assert piece(text, only(text).assignment) == "XLA_USE_BF16=1"
+
+
+def test_onbuild_env_is_a_write_for_images_built_from_this_one() -> None:
+    text = "FROM x\nONBUILD ENV XLA_USE_BF16=1\nCMD python train.py\n"
+    access = only(text)
+    assert text[access.start : access.end] == "XLA_USE_BF16"
+    assert "ONBUILD" in access.note
+    assert access.launched == ()
+    assert cut(text, access) == "FROM x\nCMD python train.py\n"
+
+
+def test_lookalike_names_are_other_variables() -> None:
+    assert analyse("ENV MY_XLA_USE_BF16=1 XLA_USE_BF16_X=1\n", NAMES).accesses == ()
+
+
+# -- RUN, CMD, ENTRYPOINT ------------------------------------------------------------------
+
+
+def test_run_prefix_assignment_applies_to_its_command() -> None:
+    text = "RUN XLA_USE_BF16=1 python precompile.py && python other.py\n"
+    access = only(text)
+    assert (access.form, access.syntax, access.value) == ("RUN", "shell", FlagValue(("1",)))
+    assert access.launched == ("precompile.py",)
+    assert cut(text, access) == "RUN python precompile.py && python other.py\n"
+
+
+def test_run_export_is_cut_with_its_operator() -> None:
+    text = "RUN pip install . && \\\n    export XLA_DOWNCAST_BF16=1 && \\\n    python warmup.py\n"
+    access = only(text)
+    assert access.launched == ("warmup.py",)
+    assert text[access.start : access.end] == "XLA_DOWNCAST_BF16"
+    assert cut(text, access) == "RUN pip install . && \\\n    python warmup.py\n"
+    last = "RUN python a.py && export XLA_USE_BF16=1\n"
+    assert cut(last, only(last)) == "RUN python a.py\n"
+    alone = "FROM x\nRUN export XLA_USE_BF16=1\n"
+    assert cut(alone, only(alone)) == "FROM x\n"
+
+
+def test_run_env_command_writes_and_unsets() -> None:
+    text = "RUN env -u XLA_USE_BF16 XLA_USE_FP16=1 python check.py\n"
+    unset, write = accesses(text)
+    assert (unset.kind, unset.variable) == ("delete", "XLA_USE_BF16")
+    assert (write.kind, write.variable, write.launched) == ("write", "XLA_USE_FP16", ("check.py",))
+    assert cut(text, unset) == "RUN env XLA_USE_FP16=1 python check.py\n"
+    assert cut(text, write) == "RUN env -u XLA_USE_BF16 python check.py\n"
+
+
+def test_run_unset_is_a_delete() -> None:
+    text = "RUN python a.py; unset XLA_DOWNCAST_BF16\n"
+    access = only(text)
+    assert (access.kind, access.value) == ("delete", None)
+    assert cut(text, access) == "RUN python a.py\n"
+
+
+def test_run_writes_inside_a_condition_are_not_cut_alone() -> None:
+    text = 'RUN if [ -n "$X" ]; then export XLA_USE_BF16=1; fi\n'
+    assert only(text).removal is None
+
+
+def test_run_quoted_text_and_docker_flags_are_not_writes() -> None:
+    assert analyse("RUN echo 'XLA_USE_BF16=1 is text'\n", NAMES).accesses == ()
+    text = "RUN --mount=type=cache,target=/root/.cache XLA_USE_BF16=1 pip install .\n"
+    assert text[only(text).start :].startswith("XLA_USE_BF16=1 pip")
+
+
+def test_run_heredoc_is_read_as_a_script() -> None:
+    text = "RUN <<EOF\nset -e\nexport XLA_USE_BF16=1\npython train.py\nEOF\nCMD true\n"
+    access = only(text)
+    assert text.count("\n", 0, access.start) == 2
+    assert access.launched == ("train.py",)
+    assert cut(text, access) == "RUN <<EOF\nset -e\npython train.py\nEOF\nCMD true\n"
+
+
+def test_heredoc_file_contents_are_not_writes() -> None:
+    text = "COPY <<EOF /app/.env\nXLA_USE_BF16=1\nEOF\nRUN cat <<'X' > a\nXLA_USE_BF16=1\nX\n"
+    assert analyse(text, NAMES).accesses == ()
+
+
+def test_shell_form_cmd_prefix_and_exec_form_env() -> None:
+    text = (
+        "CMD XLA_USE_BF16=1 exec torchrun train.py\n"
+        'RUN ["env", "XLA_USE_BF16=1", "python", "t.py"]\n'
+    )
+    shell, exec_form = accesses(text)
+    assert (shell.form, shell.launched) == ("CMD", ("train.py",))
+    assert cut(text, shell).startswith("CMD exec torchrun train.py\n")
+    assert (exec_form.form, exec_form.value, exec_form.launched) == (
+        "RUN",
+        FlagValue(("1",)),
+        ("t.py",),
+    )
+    assert text[exec_form.start : exec_form.end] == "XLA_USE_BF16"
+    assert exec_form.removal is None and exec_form.assignment is None  # no shell to append with
+
+
+def test_reads_of_the_flag_are_found_in_expansions() -> None:
+    text = (
+        'RUN if [ "$XLA_USE_BF16" = 1 ]; then echo ${XLA_DOWNCAST_BF16:-0}; fi\n'
+        "ENV A=\\$XLA_USE_FP16\n"  # escaped: a literal dollar sign
+    )
+    reads = accesses(text)
+    assert [(a.kind, text[a.start : a.end]) for a in reads] == [
+        ("read", "$XLA_USE_BF16"),
+        ("read", "${XLA_DOWNCAST_BF16:-0}"),
+    ]
+
+
+# -- What runs with the environment ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("command", "scripts"),
+    [
+        ('CMD ["torchrun", "--nproc_per_node=2", "train.py"]', ("train.py",)),
+        ("CMD torchrun --nproc_per_node=2 train.py --lr 1e-4", ("train.py",)),
+        ('ENTRYPOINT ["python"]\nCMD ["/app/train.py"]', ("/app/train.py",)),
+        ('CMD ["sh", "-c", "python train.py --config=cfg.py"]', ("train.py",)),
+        ("CMD python -m my_package.train", ()),
+        ("", ()),
+    ],
+)
+def test_env_knows_the_scripts_the_image_launches(command: str, scripts: tuple[str, ...]) -> None:
+    text = f"FROM x\nENV XLA_USE_BF16=1\n{command}\n"
+    assert only(text).launched == scripts
+
+
+def test_launched_scripts_follow_stages_built_from_the_stage() -> None:
+    text = (
+        "FROM x AS base\nENV XLA_USE_BF16=1\n"
+        "FROM base AS train\nCMD python train.py\n"
+        "FROM x AS serve\nENV XLA_DOWNCAST_BF16=1\nCMD python serve.py\n"
+    )
+    base, serve = accesses(text)
+    assert base.launched == ("train.py",)
+    assert serve.launched == ("serve.py",)
+
+
+# -- Text forms -----------------------------------------------------------------------------
+
+
+def test_crlf_input() -> None:
+    text = "FROM x\r\nENV A=1 \\\r\n    XLA_USE_BF16=1\r\nENV XLA_DOWNCAST_BF16 1\r\nCMD true\r\n"
+    first, second = accesses(text)
+    assert text[first.start : first.end] == "XLA_USE_BF16"
+    assert piece(text, first.assignment) == "XLA_USE_BF16=1"
+    assert piece(text, second.assignment) == "XLA_DOWNCAST_BF16 1"
+    result = apply_edits(text, [first.removal, second.removal])  # type: ignore[list-item]
+    assert result == "FROM x\r\nENV A=1\r\nCMD true\r\n"
+
+
+def test_escape_directive_backtick() -> None:
+    text = '# escape=`\nFROM x\nENV A=1 `\n    XLA_USE_BF16="1" `\n    PATH="C:\\Python"\n'
+    access = only(text)
+    assert access.syntax == "ENV escape=`"
+    assert access.value == FlagValue(("1",))
+    assert cut(text, access) == '# escape=`\nFROM x\nENV A=1 `\n    PATH="C:\\Python"\n'
+
+
+def test_render_spells_each_form() -> None:
+    assert render("ENV", STOCHASTIC_ROUNDING, "1") == "NEURON_RT_STOCHASTIC_ROUNDING_EN=1"
+    assert render("ENV legacy", STOCHASTIC_ROUNDING, "1") == "NEURON_RT_STOCHASTIC_ROUNDING_EN 1"
+    assert render("ARG", "A", "a b") == 'A="a b"'
+    assert render("ENV", NEURON_CC_FLAGS, "--auto-cast=none", append=True) == (
+        'NEURON_CC_FLAGS="${NEURON_CC_FLAGS} --auto-cast=none"'
+    )
+    assert render("ENV legacy", NEURON_CC_FLAGS, "--a --auto-cast=none") == (
+        "NEURON_CC_FLAGS --a --auto-cast=none"
+    )
+    assert render("ENV legacy", NEURON_CC_FLAGS, "--auto-cast=none", append=True) == (
+        "NEURON_CC_FLAGS ${NEURON_CC_FLAGS} --auto-cast=none"
+    )
+    assert render("shell", NEURON_CC_FLAGS, "--auto-cast=none", append=True) == (
+        'NEURON_CC_FLAGS="${NEURON_CC_FLAGS} --auto-cast=none"'
+    )
+    assert render("shell", "A", "it's $5") == 'A="it\'s \\$5"'
+    assert render("ENV escape=`", "A", 'say "hi"') == 'A="say `"hi`""'
+
+
+def test_rendered_values_read_back_as_written() -> None:
+    for value in ["1", "--a --b", "it's", 'q"uote', "dollar $5", "back\\slash"]:
+        for syntax, template in [
+            ("ENV", "ENV {}\n"),
+            ("ENV legacy", "ENV {}\n"),
+            ("shell", "RUN {} true\n"),
+        ]:
+            text = template.format(render(syntax, NEURON_CC_FLAGS, value))
+            assert only(text).value == FlagValue((value,)), (syntax, text)
+
+
+# -- What cannot be read --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "message"),
+    [
+        ('FROM x\nENV XLA_USE_BF16="1\n', 2, "unterminated"),
+        ("FROM x\nENV A=1\n    XLA_USE_BF16=1\n", 3, "unknown instruction"),
+        ("FROM x\nENV XLA_USE_BF16=1 FOO\n", 2, "NAME=VALUE"),
+        ("FROM x\nENV XLA_USE_BF16\n", 2, "no value"),
+        ("FROM x\nRUN <<EOF\nexport XLA_USE_BF16=1\n", 2, "never closed"),
+        ('RUN echo "$(echo XLA_USE_BF16\n', 1, "unterminated"),
+    ],
+)
+def test_problems_are_reported_with_their_line(text: str, line: int, message: str) -> None:
+    [(found_line, found)] = analyse(text, NAMES).problems
+    assert found_line == line
+    assert message in found
+
+
+def test_instructions_without_a_flag_are_not_judged() -> None:
+    assert analyse("RUN echo 'unbalanced\nFOO bar\nENV XLA_USE_BF16=1\n", NAMES).problems == ()
+
+
+def test_random_input_never_raises() -> None:
+    pieces = [
+        "ENV ", "ARG ", "RUN ", "CMD ", "ONBUILD ", "FROM x AS y\n", "XLA_USE_BF16", "=", "1",
+        " ", "\\\n", "\n", "\r\n", '"', "'", "$", "${", "}", "$(", ")", "&&", ";", "|",
+        "export ", "env ", "-u ", "unset ", "<<EOF", "EOF", "<<-'E'", "#", "`", "[", "]",
+        '"python"', "train.py", "2>&1", ">", "\t", "# escape=`\n", "NEURON_CC_FLAGS=",
+    ]  # fmt: skip
+    rng = random.Random(7)
+    for _ in range(3000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 24)))
+        for access in analyse(text, NAMES).accesses:
+            assert 0 <= access.start <= access.end <= len(text)
+            if access.kind != "read":
+                assert text[access.start : access.end] == access.variable
+
+
+# -- The rewrite fixtures -------------------------------------------------------------------
+
+OUTPUTS = sorted(path for mode in MODES for path in (FIXTURES / mode).glob("*.out.dockerfile"))
+
+
+def test_there_are_dockerfile_rewrite_fixtures() -> None:
+    assert len(OUTPUTS) >= 4 * len(MODES)
+
+
+@pytest.mark.parametrize("output", OUTPUTS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_rewritten_dockerfile_keeps_no_legacy_flag_and_balanced_continuations(
+    output: Path, catalogue: Catalogue
+) -> None:
+    text = output.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    escape = "`" if re.match(r"#\s*escape\s*=\s*`", text) else "\\"
+    remaining = output.with_name(output.name.split(".out.")[0] + ".remaining.txt")
+    expected = remaining.read_text().split("\n") if remaining.exists() else []
+    left = scan_source(
+        output.name, output.read_bytes(), "dockerfile", catalogue, frozenset(catalogue.rules)
+    )
+    assert left.errors == ()
+    assert len(left.findings) == len([line for line in expected if line.strip()])
+    reported = {finding.span.line for finding in left.findings}
+    for number, line in enumerate(lines, start=1):
+        stripped = line.strip()
+        if stripped.startswith("#") or re.search(r"#\s*(noqa|xlamigrate:\s*ignore)", line):
+            continue
+        if any(re.search(rf"\b{flag}\b", line) for flag in LEGACY):
+            assert number in reported, f"{output.name}:{number}: {line}"
+        if stripped.endswith(escape):
+            assert number < len(lines), f"{output.name}:{number} continues past the end"
+            assert lines[number].strip(), f"{output.name}:{number} continues into a blank line"
