@@ -38,7 +38,7 @@ _SUFFIX_KINDS: dict[str, FileKind] = {
 }
 # The kinds whose support has landed; the others are not discovered yet.
 ENABLED_KINDS: frozenset[FileKind] = frozenset(
-    {"python", "dotenv", "notebook", "yaml", "dockerfile"}
+    {"python", "dotenv", "notebook", "yaml", "dockerfile", "shell"}
 )
 
 

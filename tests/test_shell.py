@@ -1,0 +1,481 @@
+"""Shell scripts: what `xlamigrate.shell.analyse` finds (offsets, values, forms, the scripts a
+command launches, how each write is removed), its fallback where bashlex cannot parse, and the
+rewritten `.out.sh` fixtures."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import bashlex
+import pytest
+
+from tests.conftest import FIXTURES
+from xlamigrate.catalogue import Catalogue
+from xlamigrate.engine import scan_source
+from xlamigrate.python.rewrite import MODES
+from xlamigrate.shell import analyse, literal, render
+from xlamigrate.shell_lex import prepare
+from xlamigrate.suppression import parse_suppressions
+from xlamigrate.textaccess import TextAccess, apply_edits, hash_comments
+
+LEGACY = frozenset(
+    {"XLA_USE_BF16", "XLA_DOWNCAST_BF16", "XLA_USE_FP16", "XLA_DOWNCAST_FP16", "XLA_USE_F16"}
+)
+NAMES = LEGACY | {"NEURON_CC_FLAGS", "NEURON_RT_STOCHASTIC_ROUNDING_EN"}
+FLAG = re.compile(r"\bXLA_(?:USE|DOWNCAST)_(?:BF16|FP16|F16)\b")
+OUTPUTS = sorted(path for mode in MODES for path in (FIXTURES / mode).glob("*.out.sh"))
+
+
+def accesses(text: str) -> list[TextAccess]:
+    analysis = analyse(text, NAMES)
+    assert analysis.problems == ()
+    return list(analysis.accesses)
+
+
+def only(text: str) -> TextAccess:
+    (access,) = accesses(text)
+    return access
+
+
+def removed(text: str, access: TextAccess) -> str:
+    assert access.removal is not None
+    return apply_edits(text, [access.removal])
+
+
+@pytest.fixture(autouse=True)
+def no_hang() -> Iterator[None]:
+    """bashlex loops forever on some inputs; a test that hangs fails instead."""
+    if not hasattr(signal, "SIGALRM"):
+        yield
+        return
+
+    def fail(*_: object) -> None:
+        raise TimeoutError("analyse() did not finish in 10 s")
+
+    previous = signal.signal(signal.SIGALRM, fail)
+    signal.alarm(10)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+# -- the forms -----------------------------------------------------------------------------------
+
+
+def test_export_is_a_write_at_the_name_removed_with_its_line() -> None:
+    text = "set -e\nexport XLA_USE_BF16=1\npython train.py\n"
+    access = only(text)
+    assert (access.kind, access.form, access.variable) == ("write", "export", "XLA_USE_BF16")
+    assert text[access.start : access.end] == "XLA_USE_BF16=1"
+    assert access.assignment == (access.start, access.end)
+    assert access.value_range is not None and text[slice(*access.value_range)] == "1"
+    assert access.value is not None and access.value.candidates == ("1",)
+    assert removed(text, access) == "set -e\npython train.py\n"
+
+
+def test_export_of_several_variables_has_one_access_per_flag_removed_alone() -> None:
+    text = 'export PJRT_DEVICE=NEURON XLA_USE_BF16="1" NEURON_RT_NUM_CORES=2\n'
+    access = only(text)
+    assert text[access.start : access.end] == 'XLA_USE_BF16="1"'
+    assert access.value is not None and access.value.literal == "1"
+    assert removed(text, access) == "export PJRT_DEVICE=NEURON NEURON_RT_NUM_CORES=2\n"
+
+
+def test_an_export_of_flags_only_can_go_whole() -> None:
+    text = "export XLA_USE_F16=1 XLA_USE_FP16=1\npython train.py\n"
+    first, second = accesses(text)
+    assert first.container is not None and first.container == second.container
+    assert apply_edits(text, [first.container]) == "python train.py\n"
+    assert removed(text, first) == "export XLA_USE_FP16=1\npython train.py\n"
+    assert removed(text, second) == "export XLA_USE_F16=1\npython train.py\n"
+
+
+def test_prefix_assignment_is_removed_and_the_command_stays() -> None:
+    text = "XLA_USE_BF16=1 python train.py --bf16\n"
+    access = only(text)
+    assert (access.form, access.syntax, access.launched) == ("prefix", "prefix", ("train.py",))
+    assert access.start == 0 and text[access.start : access.end] == "XLA_USE_BF16=1"
+    assert removed(text, access) == "python train.py --bf16\n"
+
+
+def test_two_prefixes_are_removed_without_overlap() -> None:
+    text = "XLA_USE_BF16=1 XLA_DOWNCAST_BF16=1 python train.py\n"
+    first, second = accesses(text)
+    assert first.removal is not None and second.removal is not None
+    assert apply_edits(text, [first.removal, second.removal]) == "python train.py\n"
+
+
+def test_env_command_assignment_and_unset_option() -> None:
+    text = "env -u XLA_USE_FP16 XLA_USE_BF16=1 torchrun --nproc_per_node=2 train.py\n"
+    unset, write = accesses(text)
+    assert (unset.kind, unset.form, text[unset.start : unset.end]) == (
+        "delete",
+        "env-command",
+        "XLA_USE_FP16",
+    )
+    assert (write.kind, write.form, write.launched) == ("write", "env-command", ("train.py",))
+    assert removed(text, write) == "env -u XLA_USE_FP16 torchrun --nproc_per_node=2 train.py\n"
+    assert removed(text, unset) == "env XLA_USE_BF16=1 torchrun --nproc_per_node=2 train.py\n"
+
+
+def test_declare_and_typeset_with_x_are_exports() -> None:
+    text = "declare -x XLA_USE_BF16=1\ntypeset -x XLA_DOWNCAST_BF16=0\n"
+    first, second = accesses(text)
+    assert (first.form, first.syntax, text[first.start : first.end]) == (
+        "declare",
+        "declare",
+        "XLA_USE_BF16=1",
+    )
+    assert second.value is not None and second.value.enabled is False
+    assert removed(text, first) == "typeset -x XLA_DOWNCAST_BF16=0\n"
+
+
+def test_plain_assignment_is_a_write_whose_replacement_is_exported() -> None:
+    text = "XLA_USE_BF16=1\nexport XLA_USE_BF16\n"
+    assignment, bare = accesses(text)
+    assert (assignment.form, assignment.syntax) == ("assignment", "statement")
+    assert render(assignment.syntax, "NEURON_RT_STOCHASTIC_ROUNDING_EN", "1") == (
+        "export NEURON_RT_STOCHASTIC_ROUNDING_EN=1"
+    )
+    # `export X` exports what the shell variable holds: the value of its assignments
+    assert (bare.form, text[bare.start : bare.end]) == ("export", "XLA_USE_BF16")
+    assert bare.value is not None and bare.value.candidates == ("1",)
+    assert removed(text, bare) == "XLA_USE_BF16=1\n"
+
+
+def test_bare_export_of_an_inherited_flag_has_an_unknown_value() -> None:
+    access = only("export XLA_USE_BF16\n")
+    assert access.value is not None and access.value.candidates is None
+
+
+def test_unexporting_a_flag_is_a_delete() -> None:
+    text = "export -n XLA_USE_BF16\ndeclare +x XLA_DOWNCAST_BF16\ndeclare XLA_USE_FP16\n"
+    first, second = accesses(text)
+    assert (first.kind, first.form) == ("delete", "export")
+    assert (second.kind, second.form) == ("delete", "declare")
+
+
+def test_unset_is_a_delete_at_the_name() -> None:
+    text = "unset OTHER XLA_USE_BF16\nunset XLA_DOWNCAST_BF16\n"
+    first, second = accesses(text)
+    assert (first.kind, first.form, text[first.start : first.end]) == (
+        "delete",
+        "unset",
+        "XLA_USE_BF16",
+    )
+    assert removed(text, first) == "unset OTHER\nunset XLA_DOWNCAST_BF16\n"
+    assert removed(text, second) == "unset OTHER XLA_USE_BF16\n"
+
+
+def test_reads_point_at_the_dollar_and_single_quotes_are_text() -> None:
+    text = (
+        'echo $XLA_USE_BF16 "${XLA_USE_BF16}" ${XLA_USE_BF16:-0}'
+        " '$XLA_USE_BF16' \\$XLA_USE_BF16\n"
+    )
+    found = accesses(text)
+    assert [(a.kind, a.form) for a in found] == [("read", "read")] * 3
+    assert [text[a.start : a.end] for a in found] == [
+        "$XLA_USE_BF16",
+        "${XLA_USE_BF16}",
+        "${XLA_USE_BF16:-0}",
+    ]
+
+
+def test_reads_in_tests_arithmetic_and_command_substitutions() -> None:
+    text = (
+        'if [[ -n "$XLA_USE_BF16" && $X == 1 ]]; then echo on; fi\n'
+        "n=$(( XLA_DOWNCAST_BF16 + 1 ))\n"
+        "v=$(echo ${XLA_USE_FP16:-0})\n"
+    )
+    found = accesses(text)
+    assert [(a.variable, text[a.start : a.end]) for a in found] == [
+        ("XLA_USE_BF16", "$XLA_USE_BF16"),
+        ("XLA_DOWNCAST_BF16", "XLA_DOWNCAST_BF16"),
+        ("XLA_USE_FP16", "${XLA_USE_FP16:-0}"),
+    ]
+
+
+def test_commented_out_lines_and_lookalike_names_are_not_accesses() -> None:
+    text = "# export XLA_USE_BF16=1\n#XLA_USE_BF16=1 python x.py\nexport MY_XLA_USE_BF16=1\n"
+    assert accesses(text) == []
+
+
+def test_values_lose_their_quotes_and_expansions_are_unknown() -> None:
+    assert literal('"1"') == "1"
+    assert literal("'a b'") == "a b"
+    assert literal('a"b"\\ c') == "ab c"
+    assert literal('"$HOME/x"') is None
+    assert literal("$(cat f)") is None
+    access = only("export XLA_USE_BF16=${BF16:-1}\n")
+    assert access.value is not None and access.value.candidates is None
+
+
+# -- where a command sits ------------------------------------------------------------------------
+
+
+def test_writes_in_if_case_and_function_bodies() -> None:
+    text = (
+        'if [ -n "$1" ]; then\n  export XLA_USE_BF16=1\nfi\n'
+        "case $1 in\n  bf16) export XLA_USE_BF16=1 ;;\n  *)\n    export XLA_DOWNCAST_BF16=1\n"
+        "    ;;\nesac\n"
+        "setup() {\n  export XLA_USE_BF16=1\n  echo ready\n}\n"
+    )
+    found = accesses(text)
+    assert [text.count("\n", 0, a.start) + 1 for a in found] == [2, 5, 7, 11]
+    in_if, in_clause, in_multiline_clause, in_function = found
+    # the only command of a `then` body must stay a command
+    assert in_if.removal is not None and in_if.removal.replacement == ":"
+    # a case clause may be empty; a function with another command loses the line
+    assert removed(text, in_clause).splitlines()[4] == "  bf16) ;;"
+    assert "export XLA_DOWNCAST_BF16" not in removed(text, in_multiline_clause)
+    assert "  export XLA_USE_BF16=1\n  echo ready" not in removed(text, in_function)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "mkdir -p logs && export XLA_USE_BF16=1 && python t.py\n",
+            "mkdir -p logs && python t.py\n",
+        ),
+        ("export XLA_USE_BF16=1; python t.py\n", "python t.py\n"),
+        ("cd /x; export XLA_USE_BF16=1\n", "cd /x\n"),
+        ("test -f x || export XLA_USE_BF16=1\n", "test -f x || :\n"),
+    ],
+)
+def test_a_command_in_a_list_goes_with_its_operator(text: str, expected: str) -> None:
+    assert removed(text, only(text)) == expected
+
+
+def test_a_command_in_a_pipeline_is_not_removed_alone() -> None:
+    assert only("export XLA_USE_BF16=1 | cat\n").removal is None
+
+
+# -- launched scripts ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("command", "script"),
+    [
+        ("python train.py --epochs 3", "train.py"),
+        ("python3 -u scripts/train.py", "scripts/train.py"),
+        ("torchrun --nproc_per_node 32 --nnodes 2 train.py --bf16", "train.py"),
+        ("python -m torch.distributed.run --nproc_per_node 2 train.py", "train.py"),
+        ("neuron_parallel_compile python train.py", "train.py"),
+        ("srun --ntasks 2 torchrun train.py", "train.py"),
+        ("./train.py --fast", "./train.py"),
+    ],
+)
+def test_the_script_a_command_launches(command: str, script: str) -> None:
+    assert only(f"XLA_USE_BF16=1 {command}\n").launched == (script,)
+
+
+def test_commands_that_launch_no_python_script() -> None:
+    assert only("XLA_USE_BF16=1 python -c 'print(1)'\n").launched == ()
+    assert only("XLA_USE_BF16=1 cat train.py\n").launched == ()
+
+
+def test_an_export_names_the_scripts_run_after_it() -> None:
+    text = "python prepare.py\nexport XLA_USE_BF16=1\ntorchrun train.py\npython eval.py\n"
+    assert only(text).launched == ("train.py", "eval.py")
+
+
+# -- here-documents and SLURM --------------------------------------------------------------------
+
+
+def test_writes_inside_a_here_document_are_found_with_a_note() -> None:
+    text = (
+        "cat > job.sh <<'EOF'\nexport XLA_USE_BF16=1\npython train.py\nEOF\n"
+        'cat > env.sh <<EOF\nBF16="$XLA_DOWNCAST_BF16"\nEOF\n'
+    )
+    write, read = accesses(text)
+    assert (write.kind, write.launched, text[write.start : write.end]) == (
+        "write",
+        ("train.py",),
+        "XLA_USE_BF16=1",
+    )
+    assert "here-document" in write.note
+    assert removed(text, write).startswith("cat > job.sh <<'EOF'\npython train.py\nEOF\n")
+    # an unquoted delimiter: this shell expands the body, so `$X` is its read
+    assert (read.kind, text[read.start : read.end]) == ("read", "$XLA_DOWNCAST_BF16")
+
+
+def test_sbatch_export_lists_are_writes_for_a_hand_edit() -> None:
+    text = (
+        "#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --export=ALL,XLA_USE_BF16=1\n"
+        "srun --export=ALL,XLA_DOWNCAST_BF16=1 python train.py\n"
+        "#SBATCH --export=XLA_USE_FP16=1\n"
+    )
+    directive, srun = accesses(text)
+    assert (directive.form, directive.applicability, directive.removal) == (
+        "slurm-export",
+        "manual",
+        None,
+    )
+    assert text[directive.start : directive.end] == "XLA_USE_BF16=1"
+    assert (srun.variable, srun.launched) == ("XLA_DOWNCAST_BF16", ("train.py",))
+
+
+def test_the_command_string_of_bash_c_is_a_script() -> None:
+    text = (
+        'srun bash -c "export XLA_USE_BF16=1; python train.py --out $OUT"\n'
+        "docker run img sh -c 'XLA_DOWNCAST_BF16=1 python train.py'\n"
+    )
+    export, prefix = accesses(text)
+    assert (export.form, export.syntax, export.launched) == (
+        "export",
+        "export+double",
+        ("train.py",),
+    )
+    assert "bash -c" in export.note
+    assert removed(text, export).startswith('srun bash -c "python train.py --out $OUT"\n')
+    assert (prefix.form, prefix.syntax) == ("prefix", "prefix+single")
+    assert removed(text, prefix).endswith("sh -c 'python train.py'\n")
+
+
+def test_a_bash_c_string_with_escapes_is_not_read_as_a_script() -> None:
+    text = 'bash -c "echo \\"hi\\"; export XLA_USE_BF16=1"\n'
+    assert accesses(text) == []
+
+
+# -- line endings, render ------------------------------------------------------------------------
+
+
+def test_crlf_offsets_are_in_the_decoded_text() -> None:
+    text = "# launcher\r\nexport XLA_USE_BF16=1\r\nXLA_USE_BF16=1 python t.py\r\n"
+    export, prefix = accesses(text)
+    assert text[export.start : export.end] == "XLA_USE_BF16=1"
+    assert export.value is not None and export.value.literal == "1"
+    assert removed(text, export) == "# launcher\r\nXLA_USE_BF16=1 python t.py\r\n"
+    assert removed(text, prefix) == "# launcher\r\nexport XLA_USE_BF16=1\r\npython t.py\r\n"
+
+
+def test_render_keeps_the_construct_and_appends_to_the_environment() -> None:
+    assert render("export", "NEURON_RT_STOCHASTIC_ROUNDING_EN", "1") == (
+        "NEURON_RT_STOCHASTIC_ROUNDING_EN=1"
+    )
+    assert render("prefix", "NEURON_CC_FLAGS", "--auto-cast=none", append=True) == (
+        'NEURON_CC_FLAGS="${NEURON_CC_FLAGS:-} --auto-cast=none"'
+    )
+    assert render("export", "NEURON_CC_FLAGS", "--model-type=transformer --auto-cast=none") == (
+        'NEURON_CC_FLAGS="--model-type=transformer --auto-cast=none"'
+    )
+    assert render("assignment", "A", 'say "$x"') == 'A="say \\"\\$x\\""'
+    assert render("statement", "NEURON_RT_STOCHASTIC_ROUNDING_EN", "1") == (
+        "export NEURON_RT_STOCHASTIC_ROUNDING_EN=1"
+    )
+
+
+def test_render_escapes_for_the_quoted_string_of_bash_c() -> None:
+    appended = render("export+double", "NEURON_CC_FLAGS", "--auto-cast=none", append=True)
+    assert appended == 'NEURON_CC_FLAGS=\\"\\${NEURON_CC_FLAGS:-} --auto-cast=none\\"'
+    merged = render("export+single", "NEURON_CC_FLAGS", "--x='a b' --auto-cast=none")
+    assert merged == "NEURON_CC_FLAGS=\"--x='\\''a b'\\'' --auto-cast=none\""
+
+
+# -- the fallback where bashlex cannot parse -----------------------------------------------------
+
+
+def test_unparsable_syntax_is_a_problem_and_lines_are_still_read() -> None:
+    text = (
+        "export XLA_USE_BF16=1\n"
+        "select x in a b; do\n  export XLA_DOWNCAST_BF16=1\ndone\n"
+        "XLA_USE_FP16=1 python train.py\n"
+    )
+    analysis = analyse(text, NAMES)
+    ((line, message),) = analysis.problems
+    assert line == 2 and "select" in message
+    first, in_select, prefix = analysis.accesses
+    assert (first.applicability, first.note) == (None, "")
+    assert in_select.applicability == "unsafe" and "line by line" in in_select.note
+    # without a parse, the only command of a `do` body is replaced, not dropped
+    assert in_select.removal is not None and in_select.removal.replacement == ":"
+    assert (prefix.form, prefix.launched) == ("prefix", ("train.py",))
+
+
+def test_a_failure_later_in_the_file_leaves_case_clauses_parsed() -> None:
+    text = "case $1 in\n  a) export XLA_USE_BF16=1 ;;\nesac\nselect x in a; do :; done\n"
+    analysis = analyse(text, NAMES)
+    assert [line for line, _ in analysis.problems] == [4]
+    (access,) = analysis.accesses
+    assert (access.applicability, access.note) == (None, "")
+    assert removed(text, access).startswith("case $1 in\n  a) ;;\n")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "echo '${'x $XLA_USE_BF16\n",  # bashlex 0.18 loops forever on both of these
+        "v=$(x # ${\n)\nexport XLA_USE_BF16=1\n",
+        'echo "unterminated $XLA_USE_BF16\n',
+        "export XLA_USE_BF16=$((\n",
+        "case $XLA_USE_BF16 in\n",
+        "cat <<EOF\nexport XLA_USE_BF16=1\n",
+        "fi\nXLA_USE_BF16=1 \\\n",
+        "coproc { export XLA_USE_BF16=1; }\n",
+        "\x00XLA_USE_BF16\x00=\r",
+    ],
+)
+def test_broken_scripts_never_crash_or_hang(text: str) -> None:
+    analysis = analyse(text, NAMES)
+    for access in analysis.accesses:
+        assert 0 <= access.start <= access.end <= len(text)
+
+
+def test_the_prepared_text_keeps_every_offset() -> None:
+    text = (
+        'case "$1" in a) x=1 ;; esac\nif [[ -n $A ]]; then :; fi\nn=$((1 + 2))\n'
+        "arr=(a b)\ncat <<'EOF'\nbody\nEOF\ntime ls\n"
+    )
+    prepared = prepare(text)
+    assert len(prepared.text) == len(text)
+    assert [i for i, c in enumerate(prepared.text) if c == "\n"] == [
+        i for i, c in enumerate(text) if c == "\n"
+    ]
+    bashlex.parse(prepared.text)
+
+
+# -- the rewritten fixtures ----------------------------------------------------------------------
+
+
+def test_there_are_shell_rewrite_fixtures() -> None:
+    assert len(OUTPUTS) >= 12
+
+
+@pytest.mark.parametrize("output", OUTPUTS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_rewritten_script_parses_and_sets_no_legacy_flag(
+    output: Path, catalogue: Catalogue
+) -> None:
+    text = output.read_bytes().decode()
+    prepared = prepare(text)
+    bashlex.parse(prepared.text)  # what bashlex reads; `case` bodies on their own
+    for case in prepared.cases:
+        for clause in case.clauses:
+            body = prepare(text[slice(*clause.body)]).text
+            if body.strip():
+                bashlex.parse(body)
+    bash = shutil.which("bash")
+    if bash is not None:
+        subprocess.run([bash, "-n", str(output)], check=True)
+    noqa = parse_suppressions(hash_comments(text))
+    lines = text.splitlines()
+    for access in analyse(text, NAMES).accesses:
+        line = text.count("\n", 0, access.start) + 1
+        if access.variable in LEGACY and access.kind == "write":
+            assert line in noqa, f"{output.name}:{line}: {lines[line - 1]}"
+    remaining = output.with_name(output.name.split(".out.")[0] + ".remaining.txt")
+    expected = remaining.read_text().split() if remaining.exists() else []
+    result = scan_source(
+        output.name, output.read_bytes(), "shell", catalogue, frozenset(catalogue.rules)
+    )
+    assert len(result.findings) == len(expected) // 2
+    # in plain text too: a flag is left only on a noqa line or where a finding remains
+    mentions = [n for n, line in enumerate(lines, 1) if FLAG.search(line) and n not in noqa]
+    assert len(mentions) == len(result.findings)
