@@ -132,6 +132,7 @@ def rewrite_text(
     fixed: list[Finding] = []
     remaining: list[Finding] = []
     replaced_once = False
+    fallbacks: dict[TextEdit, TextEdit | None] = {}  # a recipe replacement -> the plain removal
     for access, finding in pairs:
         applicability = finding.fix.applicability if finding.fix else None
         allowed = applicability == "safe" or (applicability == "unsafe" and unsafe_fixes)
@@ -149,6 +150,7 @@ def rewrite_text(
             replacement = _recipe_assignment(module, access, mode, has_rounding, flag_writes)
             if replacement is not None:
                 edit = TextEdit(*access.assignment, replacement)
+                fallbacks[edit] = access.removal
                 replaced_once = True
         if edit is None:
             remaining.append(_manual(catalogue, finding))
@@ -165,6 +167,10 @@ def rewrite_text(
         edits.extend(
             a.removal for a in writes if a.variable == STOCHASTIC_ROUNDING and a.removal is not None
         )
+    if mode == "autocast":
+        edits = _no_auto_cast_beside_a_legacy_flag(
+            catalogue, path, text, writes, edits, fallbacks, remaining
+        )
     new_text = apply_edits(text, _whole_containers(analysis.accesses, edits))
     rewritten = (b"\xef\xbb\xbf" if decoded.bom else b"") + new_text.encode("utf-8")
     return RewriteOutcome(
@@ -175,6 +181,43 @@ def rewrite_text(
         tuple(sorted(remaining, key=lambda f: f.sort_key)),
         errors,
     )
+
+
+def _no_auto_cast_beside_a_legacy_flag(
+    catalogue: Catalogue,
+    path: str,
+    text: str,
+    writes: list[TextAccess],
+    edits: list[TextEdit],
+    fallbacks: dict[TextEdit, TextEdit | None],
+    remaining: list[Finding],
+) -> list[TextEdit]:
+    """A legacy flag left set (noqa'd, not removable) and --auto-cast=none crash neuronx-cc:
+    then no NEURON_CC_FLAGS edit is made, and the flag is reported (XM405)."""
+    chosen = {(edit.start, edit.end) for edit in edits}
+    for write in writes:
+        if write.variable not in _RECIPE_FLAGS or (write.value and write.value.enabled is False):
+            continue
+        spans = {
+            write.assignment,
+            (write.removal.start, write.removal.end) if write.removal else None,
+        }
+        if not any(span in chosen for span in spans if span is not None):
+            rule = catalogue.rule("XM405")
+            span = LineIndex(text).span(write.start, write.end)
+            remaining.append(
+                Finding(
+                    code=rule.code,
+                    path=path,
+                    span=span,
+                    severity=rule.severity,
+                    message=rule.message.format(subject=write.variable),
+                    fix=Fix("manual"),
+                )
+            )
+            kept = [fallbacks.get(edit, edit) for edit in edits]
+            return [e for e in kept if e is not None and NEURON_CC_FLAGS not in e.replacement]
+    return edits
 
 
 def _whole_containers(accesses: tuple[TextAccess, ...], edits: list[TextEdit]) -> list[TextEdit]:

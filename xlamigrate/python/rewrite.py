@@ -185,8 +185,32 @@ class _Planner:
             self._remove_stochastic_rounding_writes()
             self._cast_models(wrap_optimizer=True)
         else:
-            self._neuron_cc_flags()
+            staying = self._legacy_writes_staying()
+            if staying is None:
+                self._neuron_cc_flags()
+            else:
+                self.remaining.append(
+                    self._manual("XM405", self._span(staying.node), staying.variable)
+                )
             self._autocast_regions()
+
+    def _legacy_writes_staying(self) -> EnvAccess | None:
+        """A write that may turn a legacy flag on and is not being removed (noqa'd, say)."""
+        plan = self.plan
+        for access in self.accesses:
+            if access.kind != "write" or access.variable not in _RECIPE_FLAGS:
+                continue
+            if access.target != "process" or (access.value and access.value.enabled is False):
+                continue
+            small = self.script.small_statement_of(access.node)
+            removed = (
+                access.node in plan.removed_elements
+                or small in plan.removed
+                or small in plan.replacements
+            )
+            if not removed:
+                return access
+        return None
 
     def _first(self) -> _Enabling:
         return min(self.enabling, key=lambda e: self._span(e.access.node).line)
