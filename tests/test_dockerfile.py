@@ -392,7 +392,9 @@ def test_rewritten_dockerfile_keeps_no_legacy_flag_and_balanced_continuations(
     lines = text.splitlines()
     escape = "`" if re.match(r"#\s*escape\s*=\s*`", text) else "\\"
     remaining = output.with_name(output.name.split(".out.")[0] + ".remaining.txt")
-    expected = remaining.read_text().split("\n") if remaining.exists() else []
+    listed = remaining.read_text().split("\n") if remaining.exists() else []
+    # XM4xx are the rewrite's own manual steps (e.g. XM405): scan never reports them.
+    expected = [line for line in listed if not (line.strip() and line.split()[1].startswith("XM4"))]
     left = scan_source(
         output.name, output.read_bytes(), "dockerfile", catalogue, frozenset(catalogue.rules)
     )

@@ -471,11 +471,13 @@ def test_rewritten_script_parses_and_sets_no_legacy_flag(
         if access.variable in LEGACY and access.kind == "write":
             assert line in noqa, f"{output.name}:{line}: {lines[line - 1]}"
     remaining = output.with_name(output.name.split(".out.")[0] + ".remaining.txt")
-    expected = remaining.read_text().split() if remaining.exists() else []
+    listed = remaining.read_text().splitlines() if remaining.exists() else []
+    # XM4xx are the rewrite's own manual steps (e.g. XM405): scan never reports them.
+    expected = [line for line in listed if line.strip() and not line.split()[1].startswith("XM4")]
     result = scan_source(
         output.name, output.read_bytes(), "shell", catalogue, frozenset(catalogue.rules)
     )
-    assert len(result.findings) == len(expected) // 2
+    assert len(result.findings) == len(expected)
     # in plain text too: a flag is left only on a noqa line or where a finding remains
     mentions = [n for n, line in enumerate(lines, 1) if FLAG.search(line) and n not in noqa]
     assert len(mentions) == len(result.findings)

@@ -194,6 +194,8 @@ def _no_auto_cast_beside_a_legacy_flag(
 ) -> list[TextEdit]:
     """A legacy flag left set (noqa'd, not removable) and --auto-cast=none crash neuronx-cc:
     then no NEURON_CC_FLAGS edit is made, and the flag is reported (XM405)."""
+    if not any(NEURON_CC_FLAGS in edit.replacement for edit in edits):
+        return edits  # nothing would add --auto-cast=none
     chosen = {(edit.start, edit.end) for edit in edits}
     for write in writes:
         if write.variable not in _RECIPE_FLAGS or (write.value and write.value.enabled is False):
