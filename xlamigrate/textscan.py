@@ -157,15 +157,17 @@ def rewrite_text(
             continue
         edits.append(edit)
         fixed.append(finding)
-    if (
-        mode == "autocast"
-        and replaced_once is False
-        and any(a.variable in _RECIPE_FLAGS and f in fixed for a, f in pairs)
-    ):
+    migrated = any(a.variable in _RECIPE_FLAGS and f in fixed for a, f in pairs)
+    if mode == "autocast" and migrated and not replaced_once:
         edits.extend(_merge_flag_literals(module, flag_writes))
-    if mode == "fp32-copy":
+    if mode == "fp32-copy" and migrated:  # master weights replace rounding: drop an explicit "1"
         edits.extend(
-            a.removal for a in writes if a.variable == STOCHASTIC_ROUNDING and a.removal is not None
+            a.removal
+            for a in writes
+            if a.variable == STOCHASTIC_ROUNDING
+            and a.removal is not None
+            and a.value is not None
+            and a.value.enabled is True
         )
     if mode == "autocast":
         edits = _no_auto_cast_beside_a_legacy_flag(
