@@ -56,6 +56,19 @@ def access_findings(
         )
 
 
+def manual_finding(catalogue: Catalogue, code: str, path: str, span: Span, subject: str) -> Finding:
+    """A step the rewrite leaves to the user (XM4xx), worded by its rule."""
+    rule = catalogue.rule(code)
+    return Finding(
+        code=code,
+        path=path,
+        span=span,
+        severity=rule.severity,
+        message=rule.message.format(subject=subject),
+        fix=Fix("manual"),
+    )
+
+
 def worst(*levels: Applicability | None) -> Applicability | None:
     known = [level for level in levels if level is not None]
     if not known:

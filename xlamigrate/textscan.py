@@ -10,8 +10,8 @@ from importlib import import_module
 from types import ModuleType
 
 from xlamigrate.catalogue import Catalogue
-from xlamigrate.findings import access_findings
-from xlamigrate.model import FileError, FileResult, Finding, Fix, RewriteOutcome
+from xlamigrate.findings import access_findings, manual_finding
+from xlamigrate.model import FileError, FileResult, Finding, RewriteOutcome
 from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING, merge_auto_cast_none
 from xlamigrate.suppression import is_suppressed, parse_suppressions
 from xlamigrate.textaccess import (
@@ -207,18 +207,8 @@ def _no_auto_cast_beside_a_legacy_flag(
             (write.removal.start, write.removal.end) if write.removal else None,
         }
         if not any(span in chosen for span in spans if span is not None):
-            rule = catalogue.rule("XM405")
             span = LineIndex(text).span(write.start, write.end)
-            remaining.append(
-                Finding(
-                    code=rule.code,
-                    path=path,
-                    span=span,
-                    severity=rule.severity,
-                    message=rule.message.format(subject=write.variable),
-                    fix=Fix("manual"),
-                )
-            )
+            remaining.append(manual_finding(catalogue, "XM405", path, span, write.variable))
             kept = [fallbacks.get(edit, edit) for edit in edits]
             return [e for e in kept if e is not None and NEURON_CC_FLAGS not in e.replacement]
     return edits
@@ -271,12 +261,4 @@ def _merge_flag_literals(module: ModuleType, flag_writes: list[TextAccess]) -> l
 
 
 def _manual(catalogue: Catalogue, finding: Finding) -> Finding:
-    rule = catalogue.rule("XM404")
-    return Finding(
-        code=rule.code,
-        path=finding.path,
-        span=finding.span,
-        severity=rule.severity,
-        message=rule.message.format(subject=finding.message),
-        fix=Fix("manual"),
-    )
+    return manual_finding(catalogue, "XM404", finding.path, finding.span, finding.message)

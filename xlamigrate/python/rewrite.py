@@ -18,7 +18,8 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from xlamigrate.catalogue import Catalogue
-from xlamigrate.model import FileError, Finding, Fix, RewriteOutcome, Span
+from xlamigrate.findings import manual_finding
+from xlamigrate.model import FileError, Finding, RewriteOutcome, Span
 from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING, merge_auto_cast_none
 from xlamigrate.python.conditions import Condition, enabling_condition, expressible_at
 from xlamigrate.python.detect import span_of
@@ -442,15 +443,7 @@ class _Planner:
         return span_of(node, self.positions)
 
     def _manual(self, code: str, span: Span, subject: str) -> Finding:
-        rule = self.catalogue.rule(code)
-        return Finding(
-            code=code,
-            path=self.path,
-            span=span,
-            severity=rule.severity,
-            message=rule.message.format(subject=subject),
-            fix=Fix("manual"),
-        )
+        return manual_finding(self.catalogue, code, self.path, span, subject)
 
 
 def _is_whole_statement(small: cst.BaseSmallStatement | None, node: cst.CSTNode) -> bool:
