@@ -52,6 +52,8 @@ class Flag:
 class Mode:
     name: str
     summary: str
+    param_dtype: str  # the parameters' dtype in a run of the rewritten script
+    fp32_masters: bool  # whether the optimizer keeps float32 master weights
 
 
 @dataclass(frozen=True)
@@ -111,7 +113,12 @@ def load_catalogue(directory: Traversable | None = None) -> Catalogue:
                 flags[flag.name] = flag
         elif entry.name == MODES_FILE:
             for item in data.get("mode", []):
-                modes[item["name"]] = Mode(name=item["name"], summary=item["summary"])
+                modes[item["name"]] = Mode(
+                    name=item["name"],
+                    summary=item["summary"],
+                    param_dtype=item["param_dtype"],
+                    fp32_masters=item["fp32_masters"],
+                )
         else:
             rule = _parse_rule(entry.name, data)
             rules[rule.code] = rule

@@ -259,6 +259,127 @@ def rewrite(
     raise typer.Exit(EXIT_FINDINGS if pending or left else EXIT_CLEAN)
 
 
+class VerifyMode(str, Enum):
+    full_bf16 = "full-bf16"
+    fp32_copy = "fp32-copy"
+    autocast = "autocast"
+    all = "all"
+
+
+@app.command()
+def verify(
+    script: Annotated[Path, typer.Argument(help="The training script that uses a legacy flag.")],
+    script_args: Annotated[
+        list[str] | None, typer.Argument(help="The script's own arguments, after `--`.")
+    ] = None,
+    mode: Annotated[
+        list[VerifyMode] | None,
+        typer.Option(
+            "--mode",
+            "-m",
+            help="Recipe(s) to verify; repeat, or `all` (default: config, else full-bf16).",
+        ),
+    ] = None,
+    steps: Annotated[int, typer.Option(min=1, help="Optimizer steps per run.")] = 20,
+    rtol: Annotated[
+        float, typer.Option(min=0.0, help="Tolerated relative gap of the smoothed loss curves.")
+    ] = 0.05,
+    window: Annotated[int, typer.Option(min=1, help="Steps per trailing mean of the losses.")] = 5,
+    legacy_env: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--legacy-env", help="NAME=VALUE for the original run only (a launcher's flag)."
+        ),
+    ] = None,
+    rewritten: Annotated[
+        Path | None,
+        typer.Option(help="Verify this rewrite (made or edited by hand) instead of making one."),
+    ] = None,
+    plot: Annotated[
+        Path | None, typer.Option(help="Write a PNG chart of the curves (needs matplotlib).")
+    ] = None,
+    output_format: Annotated[
+        RewriteFormat, typer.Option("--format", "--output-format", "-f", help="Output format.")
+    ] = RewriteFormat.text,
+    timeout: Annotated[float, typer.Option(min=1.0, help="Seconds allowed per run.")] = 600.0,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Runs at a time.")] = 2,
+    unsafe_fixes: Annotated[
+        bool, typer.Option("--unsafe-fixes", help="Also apply fixes marked unsafe.")
+    ] = False,
+    config: Annotated[Path | None, typer.Option(help="pyproject.toml to read.")] = None,
+) -> None:
+    """Run the script and its rewrite(s) on torch-xla's CPU device and compare their training.
+
+    Exit 0 when every rewrite trains like the original, 1 when one diverges or fails.
+    """
+    from xlamigrate.verify.plot import matplotlib_missing, write_plot
+    from xlamigrate.verify.render import render_json, render_text
+    from xlamigrate.verify.verifier import VerifyError, VerifyOptions, torch_xla_missing
+    from xlamigrate.verify.verifier import verify as run_verify
+
+    if not script.is_file():
+        _fail(f"{script}: no such file")
+    catalogue = _catalogue()
+    settings = _settings([script], catalogue, config, None, None, None, True)
+    chosen = _verify_modes(mode, settings.mode)
+    if rewritten is not None and len(chosen) != 1:
+        _fail("--rewritten verifies one rewrite: give exactly one --mode (the recipe it follows)")
+    missing = torch_xla_missing() or (matplotlib_missing() if plot is not None else None)
+    if missing:
+        _fail(missing)
+    options = VerifyOptions(
+        modes=chosen,
+        steps=steps,
+        rtol=rtol,
+        window=window,
+        args=tuple(script_args or ()),
+        legacy_env=_assignments(legacy_env or []),
+        timeout=timeout,
+        jobs=jobs,
+        rewritten=rewritten,
+        unsafe_fixes=unsafe_fixes,
+    )
+    progress = lambda message: typer.echo(f"xlamigrate: {message}", err=True)  # noqa: E731
+    try:
+        report = run_verify(
+            script, options, catalogue, catalogue.select(settings.select, settings.ignore), progress
+        )
+    except VerifyError as error:
+        _fail(str(error))
+    if output_format is RewriteFormat.json:
+        sys.stdout.write(render_json(report))
+    else:
+        tty = sys.stdout.isatty()
+        sys.stdout.write(render_text(report, color=tty, width=None if tty else 100))
+    sys.stdout.flush()
+    if plot is not None:
+        write_plot(report, plot)
+        typer.echo(f"xlamigrate: wrote {plot}", err=True)
+    verdicts = [comparison.verdict for comparison in report.comparisons]
+    counts = ", ".join(f"{verdicts.count(v)} {v}" for v in ("equivalent", "divergent", "failed"))
+    typer.echo(f"xlamigrate: verify: {counts}", err=True)
+    raise typer.Exit(EXIT_CLEAN if report.equivalent else EXIT_FINDINGS)
+
+
+def _verify_modes(modes: list[VerifyMode] | None, configured: str | None) -> tuple[str, ...]:
+    every = tuple(m.value for m in VerifyMode if m is not VerifyMode.all)
+    if not modes:
+        return (configured or "full-bf16",)
+    if VerifyMode.all in modes:
+        return every
+    return tuple(m for m in every if m in {chosen.value for chosen in modes})
+
+
+def _assignments(values: list[str]) -> dict[str, str]:
+    pairs = {}
+    for value in values:
+        name, equals, setting = value.partition("=")
+        if not equals or not name.strip():
+            _fail(f"--legacy-env wants NAME=VALUE, got {value!r}")
+        pairs[name.strip()] = setting
+    return pairs
+
+
 @app.command()
 def rule(
     code: Annotated[str | None, typer.Argument(help="The rule code, e.g. XM101.")] = None,

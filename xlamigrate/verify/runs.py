@@ -1,0 +1,192 @@
+"""Runs one training script under the recorder shim, on torch-xla's CPU device, and reads back
+what it recorded; a run that failed gets a diagnosis a user can act on."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from xlamigrate.flagvalue import torch_xla_enabled
+from xlamigrate.verify import recorder
+
+LEGACY_FLAGS = ("XLA_USE_BF16", "XLA_DOWNCAST_BF16")
+TAIL_LINES = 15
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One script to run: how it is labelled, what runs, where, with which environment."""
+
+    label: str  # "original" or a mode name
+    script: Path
+    args: tuple[str, ...]
+    cwd: Path
+    env: Mapping[str, str]
+    records: Path  # an empty folder the shim writes into
+    steps: int
+    timeout: float
+
+
+@dataclass(frozen=True)
+class RunResult:
+    label: str
+    returncode: int | None  # None: killed at the timeout
+    losses: tuple[float | None, ...] = ()
+    stopped_at_limit: bool = False
+    dtypes: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    devices: Mapping[str, int] = field(default_factory=dict)
+    flags: Mapping[str, str | None] = field(default_factory=dict)
+    seconds: float = 0.0
+    stderr_tail: str = ""
+    problem: str | None = None  # why the run does not count, in a sentence
+
+    @property
+    def ok(self) -> bool:
+        return self.problem is None
+
+
+def install_shim(folder: Path) -> Path:
+    """Copies the recorder into `folder` as `sitecustomize.py`; returns the folder to put first
+    on PYTHONPATH."""
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(recorder.__file__, folder / "sitecustomize.py")
+    return folder
+
+
+def run_environment(
+    base: Mapping[str, str],
+    path: Sequence[Path],
+    extra: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The caller's environment on the CPU PJRT device, `path` (the shim first) ahead of its
+    PYTHONPATH. The original gets `extra` (--legacy-env) on top of any legacy flag it inherited;
+    a rewrite (extra None) runs without them: the migration removes them wherever they were set."""
+    env = (
+        dict(base)
+        if extra is not None
+        else {key: value for key, value in base.items() if key not in LEGACY_FLAGS}
+    )
+    env.update(extra or {})
+    env["PJRT_DEVICE"] = "CPU"
+    env.setdefault("PYTHONHASHSEED", "0")
+    entries = [*map(str, path), base.get("PYTHONPATH", "")]
+    env["PYTHONPATH"] = os.pathsep.join(entry for entry in entries if entry)
+    return env
+
+
+def run(spec: RunSpec) -> RunResult:
+    env = dict(spec.env)
+    env[recorder.RECORD_DIR] = str(spec.records)
+    env[recorder.STEP_LIMIT] = str(spec.steps)
+    spec.records.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    try:
+        completed = subprocess.run(
+            [sys.executable, str(spec.script), *spec.args],
+            cwd=spec.cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, timeout=spec.timeout, check=False,
+        )  # fmt: skip
+        returncode: int | None = completed.returncode
+        stderr = completed.stderr.decode("utf-8", "replace")
+    except subprocess.TimeoutExpired as expired:
+        returncode = None
+        stderr = (expired.stderr or b"").decode("utf-8", "replace")
+    seconds = time.monotonic() - started
+    tail = "\n".join(stderr.rstrip().splitlines()[-TAIL_LINES:])
+    record = _main_record(spec.records)
+    result = RunResult(label=spec.label, returncode=returncode, seconds=seconds, stderr_tail=tail)
+    if record is not None:
+        losses = tuple(None if loss is None else float(loss) for loss in record["losses"])
+        result = RunResult(
+            label=spec.label,
+            returncode=returncode,
+            losses=losses,
+            stopped_at_limit=bool(record["stopped_at_limit"]),
+            dtypes=record["dtypes"],
+            devices=record["devices"],
+            flags=record["flags"],
+            seconds=seconds,
+            stderr_tail=tail,
+        )
+    return replace(result, problem=diagnose(returncode, stderr, record is not None, spec.timeout))
+
+
+def _main_record(folder: Path) -> dict[str, Any] | None:
+    """The record of the process that stepped most (a launcher's worker, or the script itself)."""
+    records = []
+    for path in sorted(folder.glob("record-*.json")):
+        try:
+            records.append(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            continue
+    return max(records, key=lambda record: record["steps"], default=None)
+
+
+_USAGE = re.compile(r"^usage: ", re.MULTILINE)
+_MISSING_FILE = re.compile(r"FileNotFoundError|No such file or directory")
+_MISSING_PATH = re.compile(r"No such file or directory: '(?P<path>[^']+)'")
+_MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named '(?P<name>[^']+)'")
+
+
+def diagnose(returncode: int | None, stderr: str, recorded: bool, timeout: float) -> str | None:
+    """None when the run counts; else what went wrong, with the next thing to try."""
+    if returncode is None:
+        return f"did not finish within {timeout:g} s (raise --timeout, or lower --steps)"
+    if returncode != 0:
+        if returncode == 2 and _USAGE.search(stderr):
+            return (
+                "exited with a usage error: the script needs command-line arguments; "
+                "give them after `--` (xlamigrate verify SCRIPT -- ARGS)"
+            )
+        if _MISSING_FILE.search(stderr):
+            path = _MISSING_PATH.search(stderr)
+            what = f" ({path['path']})" if path else ""
+            return (
+                f"could not find a file it reads{what}: run verify from the folder the script "
+                "expects, or pass the data's path after `--`"
+            )
+        module = _MISSING_MODULE.search(stderr)
+        if module:
+            return (
+                f"cannot import {module['name']!r} in {sys.executable}: install it where "
+                "xlamigrate runs (verify runs the scripts with that interpreter)"
+            )
+        return f"crashed (exit code {returncode})"
+    if not recorded:
+        return (
+            "finished without a single optimizer step: verify needs a script that trains "
+            "(loss.backward() and optimizer.step() or xm.optimizer_step())"
+        )
+    return None
+
+
+def link_siblings(script: Path, folder: Path) -> None:
+    """Makes `folder` look like the script's own folder (modules it imports, data beside it,
+    paths relative to `__file__`), by symlinks; where links fail, imports still resolve through
+    PYTHONPATH."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for entry in script.parent.iterdir():
+        if entry.name in (script.name, "__pycache__"):
+            continue
+        try:
+            (folder / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
+        except OSError:
+            return
+
+
+def legacy_flags_on(flags: Mapping[str, str | None]) -> list[str]:
+    """The legacy flags torch-xla read as on in a run (its GetEnvBool semantics)."""
+    return [
+        f"{name}={value}"
+        for name in LEGACY_FLAGS
+        if (value := flags.get(name)) is not None and torch_xla_enabled(value)
+    ]

@@ -1,0 +1,216 @@
+"""`xlamigrate verify` as a function: rewrite a script per mode into a temporary folder, run the
+original and every rewrite under the recorder, and compare each rewrite with the original."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from xlamigrate.catalogue import Catalogue
+from xlamigrate.model import Finding
+from xlamigrate.verify.compare import EQUIVALENT, RTOL, WINDOW, Comparison, compare
+from xlamigrate.verify.runs import (
+    RunResult,
+    RunSpec,
+    install_shim,
+    legacy_flags_on,
+    link_siblings,
+    run,
+    run_environment,
+)
+
+ORIGINAL = "original"
+
+
+class VerifyError(Exception):
+    """A problem with what verify was asked to do (exit code 2), said with the path."""
+
+
+@dataclass(frozen=True)
+class VerifyOptions:
+    modes: tuple[str, ...]
+    steps: int = 20
+    rtol: float = RTOL
+    window: int = WINDOW
+    args: tuple[str, ...] = ()
+    legacy_env: Mapping[str, str] | None = None  # for the original only (a launcher's flags)
+    timeout: float = 600.0
+    jobs: int = 2
+    rewritten: Path | None = None  # a rewrite made by hand, instead of xlamigrate's
+    unsafe_fixes: bool = False
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """The script one mode runs: xlamigrate's rewrite, or the user's own file."""
+
+    mode: str
+    text: bytes
+    changed: bool
+    remaining: tuple[Finding, ...] = ()
+    given: Path | None = None
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    script: str
+    options: VerifyOptions
+    rewrites: tuple[Rewrite, ...]
+    runs: Mapping[str, RunResult]  # ORIGINAL and one per mode
+    comparisons: tuple[Comparison, ...]
+    legacy_on: tuple[str, ...]  # "XLA_USE_BF16=1": the flags the original ran with
+    notes: tuple[str, ...]
+
+    @property
+    def equivalent(self) -> bool:
+        return all(comparison.verdict == EQUIVALENT for comparison in self.comparisons)
+
+
+def verify(
+    script: Path,
+    options: VerifyOptions,
+    catalogue: Catalogue,
+    enabled: frozenset[str],
+    progress: Callable[[str], None] = lambda message: None,
+) -> VerifyReport:
+    script = script.resolve()
+    rewrites = _rewrites(script, options, catalogue, enabled)
+    notes = [note for rewrite in rewrites for note in _rewrite_notes(rewrite)]
+    with tempfile.TemporaryDirectory(prefix="xlamigrate-verify-") as folder:
+        work = Path(folder)
+        shim = install_shim(work / "shim")
+        specs = [_original_spec(script, options, shim, work)]
+        for rewrite in rewrites:
+            specs.append(_rewrite_spec(script, rewrite, options, shim, work))
+        progress(
+            f"running {', '.join(spec.label for spec in specs)} on torch-xla (PJRT_DEVICE=CPU), "
+            f"{options.steps} optimizer steps each"
+        )
+        with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
+            results = {result.label: result for result in pool.map(run, specs)}
+    original = results[ORIGINAL]
+    legacy_on = tuple(legacy_flags_on(original.flags))
+    if original.ok and not legacy_on:
+        notes.append(
+            "the original ran without a legacy flag on, so it trained in float32 and every "
+            "rewrite must too; pass the script's options that set the flag after `--`, or "
+            "--legacy-env XLA_USE_BF16=1 when a launcher sets it"
+        )
+    comparisons = tuple(
+        compare(original, results[r.mode], catalogue.modes[r.mode], bool(legacy_on),
+                options.rtol, options.window)
+        for r in rewrites
+    )  # fmt: skip
+    return VerifyReport(
+        script=_display(script),
+        options=options,
+        rewrites=tuple(rewrites),
+        runs=results,
+        comparisons=comparisons,
+        legacy_on=legacy_on,
+        notes=tuple(notes),
+    )
+
+
+def _rewrites(
+    script: Path, options: VerifyOptions, catalogue: Catalogue, enabled: frozenset[str]
+) -> list[Rewrite]:
+    try:
+        data = script.read_bytes()
+    except OSError as error:
+        raise VerifyError(f"{_display(script)}: cannot read: {error.strerror or error}") from error
+    if options.rewritten is not None:
+        try:
+            text = options.rewritten.read_bytes()
+        except OSError as error:
+            raise VerifyError(f"{options.rewritten}: cannot read: {error.strerror}") from error
+        (mode,) = options.modes
+        return [Rewrite(mode, text, text != data, given=options.rewritten.resolve())]
+    from xlamigrate.engine import rewrite_source
+
+    rewrites = []
+    for mode in options.modes:
+        outcome = rewrite_source(
+            _display(script), data, "python", catalogue, enabled, mode, options.unsafe_fixes
+        )
+        if outcome.errors:
+            problem = outcome.errors[0]
+            where = f"{problem.path}:{problem.line}" if problem.line else problem.path
+            raise VerifyError(f"{where}: {problem.message}")
+        text = outcome.rewritten if outcome.rewritten is not None else data
+        rewrites.append(Rewrite(mode, text, text != data, outcome.remaining))
+    return rewrites
+
+
+def _rewrite_notes(rewrite: Rewrite) -> list[str]:
+    if rewrite.given is not None:
+        return []
+    notes = []
+    if not rewrite.changed:
+        notes.append(
+            f"{rewrite.mode}: xlamigrate rewrite changes nothing in this script (it does not set "
+            "a legacy flag itself), so the rewrite runs as the original without the flag"
+        )
+    for finding in rewrite.remaining:
+        notes.append(
+            f"{rewrite.mode}: left for manual work: {finding.path}:{finding.span.line}: "
+            f"{finding.code} {finding.message}"
+        )
+    return notes
+
+
+def _original_spec(script: Path, options: VerifyOptions, shim: Path, work: Path) -> RunSpec:
+    return RunSpec(
+        label=ORIGINAL,
+        script=script,
+        args=options.args,
+        cwd=Path.cwd(),
+        env=run_environment(os.environ, [shim], options.legacy_env or {}),
+        records=work / "records" / ORIGINAL,
+        steps=options.steps,
+        timeout=options.timeout,
+    )
+
+
+def _rewrite_spec(
+    script: Path, rewrite: Rewrite, options: VerifyOptions, shim: Path, work: Path
+) -> RunSpec:
+    folder = work / rewrite.mode
+    link_siblings(script, folder)
+    copy = folder / script.name
+    copy.write_bytes(rewrite.text)
+    return RunSpec(
+        label=rewrite.mode,
+        script=copy,
+        args=options.args,
+        cwd=Path.cwd(),
+        env=run_environment(os.environ, [shim, script.parent]),
+        records=work / "records" / rewrite.mode,
+        steps=options.steps,
+        timeout=options.timeout,
+    )
+
+
+def _display(path: Path) -> str:
+    try:
+        return os.path.relpath(path)
+    except ValueError:  # another drive on Windows
+        return str(path)
+
+
+def torch_xla_missing() -> str | None:
+    """Why verify cannot run here, or None; checked without importing torch or torch-xla."""
+    import importlib.util
+
+    for module, what in (("torch", "torch"), ("torch_xla", "torch-xla")):
+        if importlib.util.find_spec(module) is None:
+            return (
+                f"{what} is not installed for {sys.executable}; verify runs the scripts on "
+                "torch-xla's CPU device: python -m pip install 'xlamigrate[xla]'"
+            )
+    return None
