@@ -134,6 +134,10 @@ def _main_record(folder: Path) -> dict[str, Any] | None:
 _USAGE = re.compile(r"^usage: ", re.MULTILINE)
 _MISSING_FILE = re.compile(r"FileNotFoundError|No such file or directory")
 _MISSING_PATH = re.compile(r"No such file or directory: '(?P<path>[^']+)'")
+_DTYPE_MISMATCH = re.compile(
+    r"same dtype|should be the same|expected scalar type|expected m1 and m2|dtype mismatch",
+    re.IGNORECASE,
+)
 _MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named '(?P<name>[^']+)'")
 
 
@@ -159,6 +163,12 @@ def diagnose(returncode: int | None, stderr: str, recorded: bool, timeout: float
             return (
                 f"cannot import {module['name']!r} in {sys.executable}: install it where "
                 "xlamigrate runs (verify runs the scripts with that interpreter)"
+            )
+        if _DTYPE_MISMATCH.search(stderr):
+            return (
+                f"crashed (exit code {returncode}) on mixed dtypes: float32 tensors meet "
+                "bf16 weights; cast the inputs where they enter the model "
+                "(xlamigrate.runtime.cast_inputs_to_module_dtype) or cast the tensors it makes"
             )
         return f"crashed (exit code {returncode})"
     if not recorded:

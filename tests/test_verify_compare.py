@@ -1,0 +1,288 @@
+"""`xlamigrate verify`'s judgement without running anything: smoothing, the loss tolerance, the
+dtype promises of each mode, failure diagnoses, and what the report prints."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from xlamigrate.catalogue import load_catalogue
+from xlamigrate.verify.compare import (
+    DIVERGENT,
+    EQUIVALENT,
+    FAILED,
+    RTOL,
+    compare,
+    relative_gaps,
+    smooth,
+)
+from xlamigrate.verify.render import loss_plot, render_json, render_text
+from xlamigrate.verify.runs import RunResult, diagnose, legacy_flags_on
+from xlamigrate.verify.verifier import ORIGINAL, VerifyOptions, VerifyReport
+
+MODES = load_catalogue().modes
+LEGACY_LOSSES = (3.484375, 1.8671875, 1.6328125, 0.71484375, 0.54296875, 0.25, 0.12109375)
+# flag_at_top_float_mlp's full-bf16 rewrite as measured: 4.9% off the legacy run at step 7.
+REWRITE_LOSSES = (3.4775, 1.8809, 1.6062, 0.7151, 0.5444, 0.2520, 0.1270)
+BF16 = {"params": {"torch.bfloat16": 4}, "state": {"torch.bfloat16": 4}, "masters": {}}
+BF16_WITH_MASTERS = {"params": {"torch.bfloat16": 4}, "masters": {"torch.float32": 4}}
+FP32 = {"params": {"torch.float32": 4}, "state": {"torch.float32": 4}, "masters": {}}
+
+
+def run_result(
+    label: str = "full-bf16",
+    losses: tuple[float | None, ...] = REWRITE_LOSSES,
+    dtypes: dict[str, dict[str, int]] | None = None,
+    problem: str | None = None,
+    returncode: int | None = 0,
+) -> RunResult:
+    return RunResult(
+        label=label,
+        returncode=returncode,
+        losses=losses,
+        stopped_at_limit=True,
+        dtypes=BF16 if dtypes is None else dtypes,
+        flags={"XLA_USE_BF16": "1"} if label == ORIGINAL else {},
+        problem=problem,
+    )
+
+
+ORIGINAL_RUN = run_result(ORIGINAL, LEGACY_LOSSES, FP32)
+
+
+# -- smoothing and gaps ---------------------------------------------------------------------------
+
+
+def test_smooth_is_a_trailing_mean_over_the_window() -> None:
+    assert smooth([1.0, 2.0, 3.0, 4.0], window=2) == [1.0, 1.5, 2.5, 3.5]
+    assert smooth([4.0, 2.0], window=5) == [4.0, 3.0]
+
+
+def test_relative_gaps_compare_smoothed_curves() -> None:
+    gaps = relative_gaps([1.0, 1.0, 1.0], [1.0, 1.3, 1.0], window=3)
+    assert gaps == pytest.approx([0.0, 0.15, 0.1])
+
+
+def test_a_non_finite_rewrite_loss_is_an_infinite_gap() -> None:
+    assert relative_gaps([1.0, 1.0], [1.0, math.nan], window=1) == [0.0, math.inf]
+    assert relative_gaps([1.0, 1.0], [1.0, math.inf], window=1) == [0.0, math.inf]
+
+
+def test_window_5_absorbs_the_measured_bf16_noise_that_one_step_shows() -> None:
+    """The unsmoothed gap of this measured pair reaches 4.9%; smoothed it stays near 1%."""
+    assert max(relative_gaps(LEGACY_LOSSES, REWRITE_LOSSES, window=1)) > 0.045
+    assert max(relative_gaps(LEGACY_LOSSES, REWRITE_LOSSES, window=5)) < 0.02
+
+
+# -- verdicts -------------------------------------------------------------------------------------
+
+
+def test_matching_curves_and_promised_dtypes_are_equivalent() -> None:
+    result = compare(ORIGINAL_RUN, run_result(), MODES["full-bf16"], legacy_on=True)
+    assert result.verdict == EQUIVALENT
+    assert [check.name for check in result.checks] == ["runs", "steps", "dtypes", "losses"]
+    assert all(check.passed for check in result.checks)
+    assert result.max_gap is not None and result.max_gap < RTOL
+
+
+def test_first_divergent_step_is_reported() -> None:
+    flat = tuple(3.48 for _ in LEGACY_LOSSES)  # the loss never falls: training stopped
+    result = compare(ORIGINAL_RUN, run_result(losses=flat), MODES["full-bf16"], legacy_on=True)
+    assert result.verdict == DIVERGENT
+    assert result.first_divergence == 2  # mean(3.48, 3.48) vs mean(3.48, 1.87): 30% apart
+    assert "diverges at step 2" in result.reason
+    assert "tolerance 5.00%" in result.reason
+
+
+def test_nan_loss_in_the_rewrite_diverges_at_that_step() -> None:
+    losses = (*REWRITE_LOSSES[:4], math.nan, *REWRITE_LOSSES[5:])
+    result = compare(
+        ORIGINAL_RUN,
+        run_result(losses=losses),
+        MODES["autocast"],
+        legacy_on=True,
+    )
+    assert result.verdict == FAILED  # autocast promises fp32 params; BF16 given
+    result = compare(
+        ORIGINAL_RUN, run_result(losses=losses, dtypes=FP32), MODES["autocast"], legacy_on=True
+    )
+    assert result.verdict == DIVERGENT
+    assert result.first_divergence == 5
+
+
+def test_rtol_is_the_callers_choice() -> None:
+    strict = compare(ORIGINAL_RUN, run_result(), MODES["full-bf16"], True, rtol=0.001)
+    assert strict.verdict == DIVERGENT
+
+
+@pytest.mark.parametrize(
+    ("mode", "dtypes", "expected"),
+    [
+        ("full-bf16", {"params": {"torch.float16": 4}}, "parameters are torch.float16 (4); "
+         "full-bf16 promises torch.bfloat16"),
+        ("full-bf16", FP32, "full-bf16 promises torch.bfloat16"),
+        ("autocast", BF16, "autocast promises torch.float32"),
+        ("fp32-copy", BF16, "the optimizer holds no master weights; fp32-copy keeps float32"),
+        ("fp32-copy", {"params": {"torch.bfloat16": 4}, "masters": {"torch.bfloat16": 4}},
+         "master weights in torch.bfloat16 (4)"),
+        ("full-bf16", {"params": {"torch.bfloat16": 3, "torch.float32": 1}},
+         "parameters are torch.bfloat16 (3), torch.float32 (1)"),
+    ],
+)  # fmt: skip
+def test_dtypes_other_than_the_mode_promises_fail(
+    mode: str, dtypes: dict[str, dict[str, int]], expected: str
+) -> None:
+    result = compare(ORIGINAL_RUN, run_result(mode, dtypes=dtypes), MODES[mode], legacy_on=True)
+    assert result.verdict == FAILED
+    assert expected in result.reason
+    assert result.checks[-1].name == "dtypes" and not result.checks[-1].passed
+
+
+def test_fp32_copy_with_float32_masters_passes_the_dtype_check() -> None:
+    rewrite = run_result("fp32-copy", dtypes=BF16_WITH_MASTERS)
+    assert compare(ORIGINAL_RUN, rewrite, MODES["fp32-copy"], True).verdict == EQUIVALENT
+
+
+def test_without_a_legacy_flag_the_rewrite_must_stay_float32() -> None:
+    """A gated flag left off: the original trained in fp32, so a cast rewrite is wrong."""
+    result = compare(ORIGINAL_RUN, run_result(), MODES["full-bf16"], legacy_on=False)
+    assert result.verdict == FAILED
+    assert "the original trained in float32" in result.reason
+    fp32 = run_result(dtypes=FP32)
+    assert compare(ORIGINAL_RUN, fp32, MODES["full-bf16"], legacy_on=False).verdict == EQUIVALENT
+
+
+def test_a_failed_run_fails_the_comparison_with_its_problem() -> None:
+    crashed = run_result(problem="crashed (exit code 1)", returncode=1, losses=())
+    result = compare(ORIGINAL_RUN, crashed, MODES["full-bf16"], True)
+    assert (result.verdict, result.reason) == (FAILED, "the rewrite crashed (exit code 1)")
+    result = compare(
+        run_result(ORIGINAL, problem="did not finish", returncode=None), run_result(),
+        MODES["full-bf16"], True,
+    )  # fmt: skip
+    assert (result.verdict, result.reason) == (FAILED, "the original did not finish")
+
+
+def test_a_rewrite_that_stops_early_fails() -> None:
+    short = run_result(losses=REWRITE_LOSSES[:3])
+    result = compare(ORIGINAL_RUN, short, MODES["full-bf16"], True)
+    assert result.verdict == FAILED
+    assert "stopped after 3 optimizer steps; the original ran 7" in result.reason
+
+
+def test_a_lost_loss_value_fails() -> None:
+    lost = run_result(losses=(*REWRITE_LOSSES[:6], None))
+    assert compare(ORIGINAL_RUN, lost, MODES["full-bf16"], True).verdict == FAILED
+
+
+# -- diagnoses ------------------------------------------------------------------------------------
+
+
+def test_diagnose_a_usage_error_points_at_the_double_dash() -> None:
+    stderr = (
+        "usage: train.py [-h] --data DATA\ntrain.py: error: the following arguments are required"
+    )
+    problem = diagnose(2, stderr, recorded=False, timeout=60)
+    assert problem is not None and "after `--`" in problem
+
+
+def test_diagnose_missing_data_names_the_path() -> None:
+    stderr = "FileNotFoundError: [Errno 2] No such file or directory: 'data/train.pt'\n"
+    problem = diagnose(1, stderr, recorded=False, timeout=60)
+    assert problem is not None and "(data/train.pt)" in problem
+
+
+def test_diagnose_a_missing_module() -> None:
+    stderr = "ModuleNotFoundError: No module named 'transformers'\n"
+    problem = diagnose(1, stderr, recorded=False, timeout=60)
+    assert problem is not None and "'transformers'" in problem
+
+
+def test_diagnose_a_dtype_mismatch_suggests_casting_inputs() -> None:
+    stderr = "RuntimeError: mat1 and mat2 must have the same dtype, but got Float and BFloat16\n"
+    problem = diagnose(1, stderr, recorded=True, timeout=60)
+    assert problem is not None and "cast_inputs_to_module_dtype" in problem
+
+
+def test_diagnose_timeout_crash_and_no_steps() -> None:
+    assert "within 30 s" in (diagnose(None, "", recorded=False, timeout=30) or "")
+    assert diagnose(-9, "Killed", recorded=True, timeout=30) == "crashed (exit code -9)"
+    assert "without a single optimizer step" in (diagnose(0, "", False, 30) or "")
+    assert diagnose(0, "warnings only", recorded=True, timeout=30) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "on"),
+    [("1", True), ("2", True), ("true", True), ("0", False), ("True", False), ("", False)],
+)
+def test_legacy_flags_on_follows_torch_xla(value: str, on: bool) -> None:
+    assert bool(legacy_flags_on({"XLA_USE_BF16": value})) is on
+    assert legacy_flags_on({"XLA_USE_BF16": None, "XLA_DOWNCAST_BF16": "1"}) == [
+        "XLA_DOWNCAST_BF16=1"
+    ]
+
+
+# -- report ---------------------------------------------------------------------------------------
+
+
+def report_of(*comparisons_for: str) -> VerifyReport:
+    runs = {ORIGINAL: ORIGINAL_RUN}
+    comparisons = []
+    for mode in comparisons_for:
+        runs[mode] = run_result(mode, dtypes=BF16_WITH_MASTERS if mode == "fp32-copy" else BF16)
+        comparisons.append(compare(ORIGINAL_RUN, runs[mode], MODES[mode], True))
+    return VerifyReport(
+        script="train.py",
+        options=VerifyOptions(modes=comparisons_for),
+        rewrites=(),
+        runs=runs,
+        comparisons=tuple(comparisons),
+        legacy_on=("XLA_USE_BF16=1",),
+        notes=("a note",),
+    )
+
+
+def test_loss_plot_draws_each_run_with_its_letter() -> None:
+    lines = loss_plot({ORIGINAL: [4.0, 2.0, 1.0], "full-bf16": [4.0, 3.0, 3.0]}, width=21, height=5)
+    assert lines[0] == "4 |*"  # both start at 4: one cell, two runs
+    grid = "\n".join(lines[:5])
+    assert grid.count("O") == 2 and grid.count("F") == 2
+    assert lines[4].startswith("1 |") and lines[4].rstrip().endswith("O")
+    assert lines[-1] == "loss per optimizer step: O original  F full-bf16  * overlap"
+
+
+def test_loss_plot_without_losses() -> None:
+    assert loss_plot({ORIGINAL: []}) == ["(no losses recorded)"]
+
+
+def test_text_report_has_the_table_the_verdicts_and_the_notes() -> None:
+    text = render_text(report_of("full-bf16", "fp32-copy"))
+    assert "original ran with XLA_USE_BF16=1" in text
+    rows = {line.split()[0]: line for line in text.splitlines() if line.split()}
+    assert "reference" in rows["original"] and "float32" in rows["original"]
+    assert "equivalent" in rows["fp32-copy"] and "bfloat16" in rows["fp32-copy"]
+    assert "full-bf16: EQUIVALENT: losses agree within 5.00% over 7 steps" in text
+    assert "note: a note" in text
+
+
+def test_json_report_round_trips_without_nan() -> None:
+    report = report_of("autocast")
+    document = json.loads(render_json(report))
+    assert document["equivalent"] is False  # autocast given bf16 params
+    assert document["comparisons"][0]["verdict"] == FAILED
+    assert document["runs"][ORIGINAL]["losses"] == list(LEGACY_LOSSES)
+    assert document["legacy_flags"] == ["XLA_USE_BF16=1"]
+
+
+def test_json_writes_non_finite_numbers_as_strings(tmp_path: Path) -> None:
+    losses = (*REWRITE_LOSSES[:6], math.inf)
+    runs = {ORIGINAL: ORIGINAL_RUN, "full-bf16": run_result(losses=losses)}
+    comparison = compare(ORIGINAL_RUN, runs["full-bf16"], MODES["full-bf16"], True)
+    report = VerifyReport("t.py", VerifyOptions(("full-bf16",)), (), runs, (comparison,), (), ())
+    document = json.loads(render_json(report))
+    assert document["runs"]["full-bf16"]["losses"][-1] == "inf"
+    assert document["comparisons"][0]["gaps"][-1] == "inf"
+    assert document["comparisons"][0]["first_divergence"] == 7
