@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import platform
+import sys
 from pathlib import Path
 
 import pytest
@@ -8,6 +10,12 @@ from xlamigrate.catalogue import Catalogue, load_catalogue
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
+
+# The `test` extra installs torch-xla wherever wheels exist; there a missing install must fail.
+needs_torch_xla_platform = pytest.mark.skipif(
+    not (sys.platform == "linux" and platform.machine() == "x86_64"),
+    reason="torch-xla wheels exist for Linux x86-64 only",
+)
 
 
 @pytest.fixture(scope="session")

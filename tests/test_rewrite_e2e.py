@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import shutil
 import struct
 import subprocess
@@ -31,14 +30,10 @@ from typing import TypeVar
 
 import pytest
 
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, needs_torch_xla_platform
 from xlamigrate.python.rewrite import MODES
 
-# The `test` extra installs torch-xla wherever wheels exist; there a missing install must fail.
-pytestmark = pytest.mark.skipif(
-    not (sys.platform == "linux" and platform.machine() == "x86_64"),
-    reason="torch-xla wheels exist for Linux x86-64 only",
-)
+pytestmark = needs_torch_xla_platform
 
 # Runnable fixtures and the command-line arguments that make the original set the legacy flag.
 RUNNABLE: dict[str, tuple[str, ...]] = {

@@ -12,22 +12,17 @@ import itertools
 import json
 import math
 import os
-import platform
 import subprocess
 import sys
 from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, needs_torch_xla_platform
 
 SCRIPTS = ROOT / "tests" / "runtime_scripts"
 
-# The `test` extra installs torch-xla wherever wheels exist; there a missing install must fail.
-pytestmark = pytest.mark.skipif(
-    not (sys.platform == "linux" and platform.machine() == "x86_64"),
-    reason="torch-xla wheels exist for Linux x86-64 only",
-)
+pytestmark = needs_torch_xla_platform
 
 
 def run_script(name: str, *args: str) -> dict[str, Any]:

@@ -17,6 +17,7 @@ OVERLAP = "*"
 PLOT_WIDTH, PLOT_HEIGHT = 60, 10
 COLUMNS = ("run", "exit", "steps", "first loss", "last loss", "params", "masters", "max gap",
            "verdict")  # fmt: skip
+PLAIN: dict[str, Any] = {"markup": False, "highlight": False, "soft_wrap": True}  # text as is
 NUMERIC = frozenset({"first loss", "last loss", "max gap"})
 
 
@@ -24,12 +25,11 @@ def render_text(report: VerifyReport, color: bool = False, width: int | None = 1
     """Plain text unless `color`; `width` None follows the terminal."""
     from rich.console import Console
     from rich.table import Table
-    from rich.text import Text
 
     console = Console(width=width, force_terminal=color, no_color=not color, record=True)
     with console.capture() as captured:
         legacy = ", ".join(report.legacy_on) or "no legacy flag on"
-        console.print(Text(f"xlamigrate verify {report.script}: original ran with {legacy}"))
+        console.print(f"xlamigrate verify {report.script}: original ran with {legacy}", **PLAIN)
         table = Table(show_edge=False, pad_edge=False)
         for column in COLUMNS:
             table.add_column(column, justify="right" if column in NUMERIC else "left")
@@ -39,19 +39,21 @@ def render_text(report: VerifyReport, color: bool = False, width: int | None = 1
         console.print(table)
         console.print()
         for line in loss_plot(_curves(report.runs)):
-            console.print(Text(line))
+            console.print(line, **PLAIN)
         console.print()
         for comparison in report.comparisons:
-            console.print(Text(f"{comparison.mode}: {comparison.verdict.upper()}: "), end="")
-            console.print(Text(comparison.reason))
+            console.print(f"{comparison.mode}: {comparison.verdict.upper()}: ", end="", **PLAIN)
+            console.print(comparison.reason, **PLAIN)
             run = report.runs[comparison.mode]
             if run.problem is not None and run.stderr_tail:
-                console.print(Text(_indent(run.stderr_tail)), style="dim")
+                console.print(_indent(run.stderr_tail), style="dim", **PLAIN)
         original = report.runs[ORIGINAL]
         if original.problem is not None and original.stderr_tail:
-            console.print(Text("original's stderr:\n" + _indent(original.stderr_tail)), style="dim")
+            console.print(
+                f"original's stderr:\n{_indent(original.stderr_tail)}", style="dim", **PLAIN
+            )
         for note in report.notes:
-            console.print(Text(f"note: {note}"))
+            console.print(f"note: {note}", **PLAIN)
     return captured.get()
 
 

@@ -135,7 +135,8 @@ _USAGE = re.compile(r"^usage: ", re.MULTILINE)
 _MISSING_FILE = re.compile(r"FileNotFoundError|No such file or directory")
 _MISSING_PATH = re.compile(r"No such file or directory: '(?P<path>[^']+)'")
 _DTYPE_MISMATCH = re.compile(
-    r"same dtype|should be the same|expected scalar type|expected m1 and m2|dtype mismatch",
+    r"same dtype|should be the same|expected scalar type|expected m1 and m2|dtype mismatch"
+    r"|mixed precision is disallowed",
     re.IGNORECASE,
 )
 _MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named '(?P<name>[^']+)'")

@@ -8,7 +8,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from xlamigrate.catalogue import Catalogue
@@ -92,7 +92,7 @@ def verify(
             f"{options.steps} optimizer steps each"
         )
         with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
-            results = {result.label: result for result in pool.map(run, specs)}
+            results = {result.label: _named(result, work) for result in pool.map(run, specs)}
     original = results[ORIGINAL]
     legacy_on = tuple(legacy_flags_on(original.flags))
     if original.ok and not legacy_on:
@@ -194,6 +194,14 @@ def _rewrite_spec(
         steps=options.steps,
         timeout=options.timeout,
     )
+
+
+def _named(result: RunResult, work: Path) -> RunResult:
+    """A rewrite's traceback names its copy, in a folder that is gone when verify ends."""
+    if result.label == ORIGINAL:
+        return result
+    folder = f"{work / result.label}{os.sep}"
+    return replace(result, stderr_tail=result.stderr_tail.replace(folder, f"<{result.label}>/"))
 
 
 def _display(path: Path) -> str:

@@ -1,0 +1,284 @@
+"""`xlamigrate verify` from the command line on real torch-xla (PJRT_DEVICE=CPU).
+
+Every runnable fixture is verified in all three modes (each verify runs the legacy original and
+the three rewrites); deliberately broken rewrites, given with --rewritten, must come out failed
+or divergent for the right reason. Each verify is one subprocess, so torch-xla never loads in
+pytest's process.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import FIXTURES, needs_torch_xla_platform
+from tests.test_rewrite_e2e import GATED, PARAM_DTYPE, RUNNABLE, clean_env
+from xlamigrate.python.rewrite import MODES
+
+# Fewer steps than most fixtures run, so both ways a run ends are covered: stopped by verify
+# (stopped_at_limit) and finished by the script itself (the 8-step token LM).
+pytestmark = needs_torch_xla_platform
+
+STEPS = 10
+LEGACY_WRITE = 'os.environ["XLA_USE_BF16"] = "1"\n'
+
+
+def verify(
+    script: Path, *options: str, cwd: Path | None = None, timeout: int = 400
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "xlamigrate.cli", "verify", str(script), *options],
+        cwd=cwd or script.parent, env=clean_env(), capture_output=True, text=True,
+        timeout=timeout,
+    )  # fmt: skip
+
+
+def verify_json(script: Path, *options: str) -> tuple[int, dict[str, Any], str]:
+    result = verify(script, "--format", "json", *options)
+    try:
+        document = json.loads(result.stdout)
+    except json.JSONDecodeError:
+        pytest.fail(f"exit {result.returncode}, no JSON:\n{result.stdout}\n{result.stderr}")
+    return result.returncode, document, result.stderr
+
+
+def copy_fixture(tmp_path: Path, mode: str, case: str, suffix: str, name: str) -> Path:
+    target = tmp_path / name
+    shutil.copyfile(FIXTURES / mode / f"{case}{suffix}", target)
+    return target
+
+
+# -- every runnable fixture, all three modes -------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fixture_verdicts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    verdicts = {}
+    for case, args in RUNNABLE.items():
+        folder = tmp_path_factory.mktemp(case)
+        script = copy_fixture(folder, "full-bf16", case, ".in.py", "train.py")
+        before = script.read_bytes()
+        options = ["--mode", "all", "--steps", str(STEPS), *(["--", *args] if args else [])]
+        code, document, stderr = verify_json(script, *options)
+        verdicts[case] = {
+            "code": code,
+            "document": document,
+            "stderr": stderr,
+            "untouched": script.read_bytes() == before and sorted(folder.iterdir()) == [script],
+        }
+    return verdicts
+
+
+@pytest.mark.parametrize("case", RUNNABLE)
+def test_verify_finds_every_mode_of_a_runnable_fixture_equivalent(
+    fixture_verdicts: dict[str, Any], case: str
+) -> None:
+    verdict = fixture_verdicts[case]
+    document = verdict["document"]
+    assert verdict["code"] == 0, json.dumps(document, indent=1)
+    assert document["equivalent"] is True
+    assert [c["mode"] for c in document["comparisons"]] == list(MODES)
+    for comparison in document["comparisons"]:
+        assert comparison["verdict"] == "equivalent", comparison
+        assert [check["name"] for check in comparison["checks"]] == [
+            "runs", "steps", "dtypes", "losses"
+        ]  # fmt: skip
+        assert comparison["max_gap"] < document["rtol"]
+    assert "3 equivalent, 0 divergent, 0 failed" in verdict["stderr"]
+
+
+@pytest.mark.parametrize("case", RUNNABLE)
+def test_verify_runs_the_original_with_its_legacy_flag_and_rewrites_in_the_mode_dtypes(
+    fixture_verdicts: dict[str, Any], case: str
+) -> None:
+    runs = fixture_verdicts[case]["document"]["runs"]
+    legacy = fixture_verdicts[case]["document"]["legacy_flags"]
+    assert legacy in (["XLA_USE_BF16=1"], ["XLA_DOWNCAST_BF16=1"])
+    assert runs["original"]["dtypes"]["params"].keys() == {"torch.float32"}  # as the flag hid it
+    for mode in MODES:
+        assert runs[mode]["flags"]["XLA_USE_BF16"] is None
+        assert runs[mode]["flags"]["XLA_DOWNCAST_BF16"] is None
+        assert runs[mode]["dtypes"]["params"].keys() == {PARAM_DTYPE[mode]}
+        assert runs[mode]["devices"].keys() == {"xla"}
+    assert runs["fp32-copy"]["dtypes"]["masters"].keys() == {"torch.float32"}
+    steps = {label: run["steps"] for label, run in runs.items()}
+    assert len(set(steps.values())) == 1 and 0 < steps["original"] <= STEPS
+
+
+def test_verify_stops_runs_at_the_step_limit_or_lets_them_finish(
+    fixture_verdicts: dict[str, Any],
+) -> None:
+    stopped = {
+        case: verdict["document"]["runs"]["original"]["stopped_at_limit"]
+        for case, verdict in fixture_verdicts.items()
+    }
+    assert stopped["token_lm_adamw_scheduler"] is False  # the script trains 8 steps
+    assert stopped["flag_at_top_float_mlp"] is True  # 12 steps, stopped at 10
+
+
+def test_verify_leaves_the_users_script_and_folder_untouched(
+    fixture_verdicts: dict[str, Any],
+) -> None:
+    assert all(verdict["untouched"] for verdict in fixture_verdicts.values())
+
+
+# -- broken rewrites --------------------------------------------------------------------------
+
+
+def broken(tmp_path: Path, mode: str, case: str, old: str, new: str) -> Path:
+    text = (FIXTURES / mode / f"{case}.out.py").read_text()
+    assert text.count(old) == 1, old
+    path = tmp_path / "broken.py"
+    path.write_text(text.replace(old, new))
+    return path
+
+
+def test_a_model_cast_without_input_handling_is_reported_failed_with_the_crash(
+    tmp_path: Path,
+) -> None:
+    original = copy_fixture(tmp_path, "full-bf16", "flag_at_top_float_mlp", ".in.py", "train.py")
+    rewrite = broken(
+        tmp_path, "full-bf16", "flag_at_top_float_mlp", "cast_inputs_to_module_dtype(model)\n", ""
+    )
+    result = verify(original, "--rewritten", str(rewrite), "--mode", "full-bf16", "--steps", "4")
+    assert result.returncode == 1, result.stdout + result.stderr
+    out = result.stdout
+    assert "full-bf16: FAILED: the rewrite crashed (exit code 1) on mixed dtypes" in out
+    assert "cast_inputs_to_module_dtype" in out
+    assert "mixed precision is disallowed" in out  # the tail of the run's stderr
+    # The rewrite runs as a copy named like the script, in a temporary folder it does not show.
+    assert 'File "<full-bf16>/train.py", line 28' in out
+    assert "xlamigrate-verify-" not in out
+    assert "0 equivalent, 0 divergent, 1 failed" in result.stderr
+
+
+def test_a_rewrite_in_the_wrong_dtype_is_reported_failed(tmp_path: Path) -> None:
+    original = copy_fixture(tmp_path, "full-bf16", "flag_at_top_float_mlp", ".in.py", "train.py")
+    rewrite = broken(
+        tmp_path, "full-bf16", "flag_at_top_float_mlp", "model.to(torch.bfloat16)",
+        "model.to(torch.float16)",
+    )  # fmt: skip
+    code, document, _ = verify_json(original, "--rewritten", str(rewrite), "--steps", "4")
+    assert code == 1
+    (comparison,) = document["comparisons"]
+    assert comparison["verdict"] == "failed"
+    assert comparison["reason"] == (
+        "parameters are torch.float16 (4); full-bf16 promises torch.bfloat16"
+    )
+
+
+def test_a_rewrite_that_no_longer_learns_is_reported_divergent(tmp_path: Path) -> None:
+    original = copy_fixture(tmp_path, "full-bf16", "flag_at_top_float_mlp", ".in.py", "train.py")
+    rewrite = broken(
+        tmp_path, "full-bf16", "flag_at_top_float_mlp", "    optimizer.step()\n",
+        "    optimizer.zero_grad()  # the gradients are gone before the step\n"
+        "    optimizer.step()\n",
+    )  # fmt: skip
+    code, document, _ = verify_json(original, "--rewritten", str(rewrite), "-m", "full-bf16")
+    assert code == 1
+    (comparison,) = document["comparisons"]
+    assert comparison["verdict"] == "divergent"
+    assert comparison["first_divergence"] == 2
+    assert comparison["reason"].startswith("the loss diverges at step 2:")
+    assert comparison["max_gap"] > 1.0  # the original's loss falls 10x; this one barely moves
+
+
+def test_fp32_copy_without_master_weights_is_reported_failed(tmp_path: Path) -> None:
+    original = copy_fixture(tmp_path, "full-bf16", "setdefault_cnn", ".in.py", "train.py")
+    rewrite = broken(
+        tmp_path, "fp32-copy", "setdefault_cnn",
+        "FP32ParamsCopy(torch.optim.Adam(net.parameters(), lr=1e-2))",
+        "torch.optim.Adam(net.parameters(), lr=1e-2)",
+    )  # fmt: skip
+    code, document, _ = verify_json(
+        original, "--rewritten", str(rewrite), "-m", "fp32-copy", "--steps", "4"
+    )
+    assert code == 1
+    assert document["comparisons"][0]["reason"] == (
+        "the optimizer holds no master weights; fp32-copy keeps float32 master weights"
+    )
+
+
+# -- where the flag comes from ----------------------------------------------------------------
+
+
+def test_a_gated_flag_left_off_compares_float32_runs_and_says_so(tmp_path: Path) -> None:
+    original = copy_fixture(tmp_path, "full-bf16", GATED, ".in.py", "train.py")
+    code, document, _ = verify_json(original, "-m", "full-bf16", "--steps", "4")
+    assert code == 0, json.dumps(document, indent=1)
+    assert document["legacy_flags"] == []
+    assert document["runs"]["full-bf16"]["dtypes"]["params"].keys() == {"torch.float32"}
+    assert any("ran without a legacy flag on" in note for note in document["notes"])
+
+
+def test_legacy_env_sets_a_launchers_flag_for_the_original_only(tmp_path: Path) -> None:
+    """A script whose launcher set the flag: the script itself has nothing to rewrite, so the
+    unchanged copy trains in fp32 and fails the mode's promise; the hand-migrated one passes."""
+    text = (FIXTURES / "full-bf16" / "flag_at_top_float_mlp.in.py").read_text()
+    assert text.count(LEGACY_WRITE) == 1
+    script = tmp_path / "train.py"
+    script.write_text(text.replace(LEGACY_WRITE, ""))
+    legacy = ("--legacy-env", "XLA_USE_BF16=1", "-m", "full-bf16", "--steps", "4")
+
+    code, document, _ = verify_json(script, *legacy)
+    assert code == 1
+    assert document["legacy_flags"] == ["XLA_USE_BF16=1"]
+    assert document["runs"]["full-bf16"]["flags"]["XLA_USE_BF16"] is None
+    assert document["comparisons"][0]["reason"] == (
+        "parameters are torch.float32 (4); full-bf16 promises torch.bfloat16"
+    )
+    assert any("changes nothing in this script" in note for note in document["notes"])
+
+    migrated = copy_fixture(tmp_path, "full-bf16", "flag_at_top_float_mlp", ".out.py", "new.py")
+    code, document, _ = verify_json(script, *legacy, "--rewritten", str(migrated))
+    assert code == 0, json.dumps(document, indent=1)
+
+
+# -- what the user sees -----------------------------------------------------------------------
+
+
+def test_text_output_and_plot_of_a_passing_verify(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    original = copy_fixture(tmp_path, "full-bf16", "train_loop_fn_mark_step", ".in.py", "t.py")
+    chart = tmp_path / "chart.png"
+    result = verify(original, "-m", "autocast", "--steps", "6", "--plot", str(chart))
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "xlamigrate verify t.py: original ran with XLA_USE_BF16=1"
+    rows = {line.split()[0]: line.split() for line in lines if line.split()}
+    assert rows["original"][1:3] == ["│", "0"] and "reference" in rows["original"]
+    assert "float32" in rows["autocast"] and "equivalent" in rows["autocast"]
+    assert "loss per optimizer step: O original  A autocast  * overlap" in result.stdout
+    assert "autocast: EQUIVALENT: losses agree within 5.00% over 6 steps" in result.stdout
+    assert chart.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    assert f"wrote {chart}" in result.stderr
+
+
+def test_a_script_that_needs_arguments_is_told_how_to_pass_them(tmp_path: Path) -> None:
+    script = tmp_path / "needs_args.py"
+    script.write_text(
+        "import argparse\nparser = argparse.ArgumentParser()\n"
+        'parser.add_argument("--data", required=True)\nparser.parse_args()\n'
+    )
+    code, document, _ = verify_json(script, "--steps", "2")
+    assert code == 1
+    assert document["comparisons"][0]["reason"].startswith(
+        "the original exited with a usage error: the script needs command-line arguments; "
+        "give them after `--`"
+    )
+    assert "required: --data" in document["runs"]["original"]["stderr_tail"]
+
+
+def test_a_script_missing_its_data_names_the_file(tmp_path: Path) -> None:
+    script = tmp_path / "reads_data.py"
+    script.write_text('import torch\nbatches = torch.load("data/train.pt")\n')
+    code, document, _ = verify_json(script, "--steps", "2")
+    assert code == 1
+    reason = document["comparisons"][0]["reason"]
+    assert "could not find a file it reads (data/train.pt)" in reason
