@@ -87,7 +87,7 @@ def test_verify_finds_every_mode_of_a_runnable_fixture_equivalent(
     for comparison in document["comparisons"]:
         assert comparison["verdict"] == "equivalent", comparison
         assert [check["name"] for check in comparison["checks"]] == [
-            "runs", "steps", "dtypes", "losses"
+            "runs", "steps", "flags", "dtypes", "losses"
         ]  # fmt: skip
         assert comparison["max_gap"] < document["rtol"]
     assert "3 equivalent, 0 divergent, 0 failed" in verdict["stderr"]

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xlamigrate.catalogue import Mode
-from xlamigrate.verify.runs import RunResult
+from xlamigrate.verify.runs import RunResult, legacy_flags_on
 
 EQUIVALENT, DIVERGENT, FAILED = "equivalent", "divergent", "failed"
 FP32 = "torch.float32"
@@ -23,7 +23,7 @@ RTOL = 0.05
 
 @dataclass(frozen=True)
 class Check:
-    name: str  # "runs", "steps", "dtypes", "losses"
+    name: str  # "runs", "steps", "flags", "dtypes", "losses"
     passed: bool
     detail: str
 
@@ -100,6 +100,15 @@ def compare(
     if unread:
         return failed("steps", f"the {' and '.join(unread)} lost the value of some steps' loss")
     checks.append(Check("steps", True, f"{steps} optimizer steps each"))
+
+    still_on = legacy_flags_on(rewritten.flags)
+    if still_on:
+        return failed(
+            "flags",
+            f"the rewrite still runs with {', '.join(still_on)}: the legacy write is not "
+            "migrated (see the findings left for manual work)",
+        )
+    checks.append(Check("flags", True, "no legacy flag on in the rewrite"))
 
     dtype_problem = _dtype_problem(rewritten, mode, legacy_on)
     if dtype_problem:

@@ -80,7 +80,7 @@ def verify(
 ) -> VerifyReport:
     script = script.resolve()
     rewrites = _rewrites(script, options, catalogue, enabled)
-    notes = [note for rewrite in rewrites for note in _rewrite_notes(rewrite)]
+    notes = _rewrite_notes(rewrites)
     with tempfile.TemporaryDirectory(prefix="xlamigrate-verify-") as folder:
         work = Path(folder)
         shim = install_shim(work / "shim")
@@ -147,20 +147,22 @@ def _rewrites(
     return rewrites
 
 
-def _rewrite_notes(rewrite: Rewrite) -> list[str]:
-    if rewrite.given is not None:
-        return []
+def _rewrite_notes(rewrites: list[Rewrite]) -> list[str]:
+    """What the rewrites did not do, each said once with the modes it concerns."""
+    unchanged = [r.mode for r in rewrites if r.given is None and not r.changed]
     notes = []
-    if not rewrite.changed:
+    if unchanged:
         notes.append(
-            f"{rewrite.mode}: xlamigrate rewrite changes nothing in this script (it does not set "
-            "a legacy flag itself), so the rewrite runs as the original without the flag"
+            f"xlamigrate rewrite changes nothing in this script ({', '.join(unchanged)}): it does "
+            "not set a legacy flag itself, so the rewrite runs as the original without the flag"
         )
-    for finding in rewrite.remaining:
-        notes.append(
-            f"{rewrite.mode}: left for manual work: {finding.path}:{finding.span.line}: "
-            f"{finding.code} {finding.message}"
-        )
+    manual: dict[tuple[int, str, str], list[str]] = {}
+    for rewrite in rewrites:
+        for finding in rewrite.remaining:
+            key = (finding.span.line, finding.code, finding.message)
+            manual.setdefault(key, []).append(rewrite.mode)
+    for (line, code, message), modes in sorted(manual.items()):
+        notes.append(f"left for manual work ({', '.join(modes)}): line {line}: {code} {message}")
     return notes
 
 
