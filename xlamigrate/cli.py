@@ -40,6 +40,7 @@ class OutputFormat(str, Enum):
     json = "json"
     sarif = "sarif"
     github = "github"
+    gitlab = "gitlab"
 
 
 def _version(value: bool) -> None:
@@ -113,23 +114,75 @@ def scan(
             "--respect-gitignore/--no-respect-gitignore", help="Skip files .gitignore ignores."
         ),
     ] = True,
+    statistics: Annotated[
+        bool, typer.Option("--statistics", help="Print the number of findings per rule.")
+    ] = False,
+    stdin_filename: Annotated[
+        str | None,
+        typer.Option(help="Scan standard input, reported (and classified) as this path."),
+    ] = None,
 ) -> None:
     """Report every place the code touches a legacy Torch-XLA precision flag."""
     from xlamigrate.discover import discover
     from xlamigrate.engine import scan_paths
 
+    if statistics and output_format not in (OutputFormat.text, OutputFormat.json):
+        _fail("--statistics prints text or json: drop --format or choose one of those")
     targets = paths or [Path(".")]
     catalogue = _catalogue()
     settings = _settings(targets, catalogue, config, select, ignore, exclude, respect_gitignore)
-    discovery = discover(targets, settings)
-    if discovery.missing:
-        _fail(f"no such file or directory: {', '.join(discovery.missing)}")
-    for skipped in discovery.skipped:
-        typer.echo(f"xlamigrate: skipped {skipped}: not a file kind xlamigrate checks", err=True)
-    report = scan_paths(targets, settings, catalogue, jobs=jobs or None, discovery=discovery)
-    _print_report(report, catalogue, output_format)
+    if stdin_filename is not None:
+        report = _scan_stdin(stdin_filename, paths, settings, catalogue)
+    else:
+        discovery = discover(targets, settings)
+        if discovery.missing:
+            _fail(f"no such file or directory: {', '.join(discovery.missing)}")
+        for skipped in discovery.skipped:
+            typer.echo(
+                f"xlamigrate: skipped {skipped}: not a file kind xlamigrate checks", err=True
+            )
+        report = scan_paths(targets, settings, catalogue, jobs=jobs or None, discovery=discovery)
+    if statistics:
+        from xlamigrate.report.statistics import render_statistics
+
+        as_json = output_format is OutputFormat.json
+        sys.stdout.write(render_statistics(report, catalogue, as_json))
+        sys.stdout.flush()
+    else:
+        _print_report(report, catalogue, output_format)
     code = EXIT_FINDINGS if report.has_problems and not exit_zero else EXIT_CLEAN
     raise typer.Exit(code)
+
+
+def _stdin_source(
+    name: str, paths: list[Path] | None, settings: Settings
+) -> tuple[str, bytes, str] | None:
+    """(display path, bytes, kind) of the buffer on stdin; None when the name is excluded."""
+    from xlamigrate.discover import classify_buffer, display_path, is_excluded
+
+    if paths and paths != [Path("-")]:
+        _fail("--stdin-filename reads standard input: give no paths (or `-`)")
+    data = sys.stdin.buffer.read()
+    kind = classify_buffer(name, data)
+    if kind is None:
+        _fail(f"{name}: not a file kind xlamigrate checks (from its name or shebang)")
+    if is_excluded(Path(name), settings):
+        return None
+    return display_path(Path(name)), data, kind
+
+
+def _scan_stdin(
+    name: str, paths: list[Path] | None, settings: Settings, catalogue: Catalogue
+) -> ScanReport:
+    from xlamigrate.engine import scan_source
+
+    source = _stdin_source(name, paths, settings)
+    if source is None:
+        return ScanReport(files_scanned=0)
+    display, data, kind = source
+    enabled = catalogue.select(settings.select, settings.ignore)
+    result = scan_source(display, data, kind, catalogue, enabled)
+    return ScanReport(1, result.findings, result.errors, files_parsed=1)
 
 
 def _settings(
@@ -219,6 +272,10 @@ def rewrite(
     respect_gitignore: Annotated[
         bool, typer.Option("--respect-gitignore/--no-respect-gitignore")
     ] = True,
+    stdin_filename: Annotated[
+        str | None,
+        typer.Option(help="Rewrite standard input (named as this path) to standard output."),
+    ] = None,
 ) -> None:
     """Rewrite scripts to an explicit BF16 recipe (full-bf16, fp32-copy or autocast)."""
     from xlamigrate.discover import discover
@@ -230,6 +287,8 @@ def rewrite(
     catalogue = _catalogue()
     settings = _settings(targets, catalogue, config, select, ignore, exclude, respect_gitignore)
     chosen = mode.value if mode is not None else (settings.mode or "full-bf16")
+    if stdin_filename is not None:
+        _rewrite_stdin(stdin_filename, paths, settings, catalogue, chosen, unsafe_fixes, diff)
     discovery = discover(targets, settings)
     if discovery.missing:
         _fail(f"no such file or directory: {', '.join(discovery.missing)}")
@@ -378,6 +437,41 @@ def _assignments(values: list[str]) -> dict[str, str]:
             _fail(f"--legacy-env wants NAME=VALUE, got {value!r}")
         pairs[name.strip()] = setting
     return pairs
+
+
+def _rewrite_stdin(
+    name: str,
+    paths: list[Path] | None,
+    settings: Settings,
+    catalogue: Catalogue,
+    mode: str,
+    unsafe_fixes: bool,
+    diff: bool,
+) -> NoReturn:
+    """An editor's buffer: the rewrite (or, with --diff, the diff) on stdout, the rest on
+    stderr; exit 1 when findings are left for manual work (or, with --diff, a change is due)."""
+    from xlamigrate.engine import rewrite_source
+    from xlamigrate.report.text_format import error_line, finding_line
+    from xlamigrate.writer import unified_diff
+
+    source = _stdin_source(name, paths, settings)
+    if source is None:
+        raise typer.Exit(EXIT_CLEAN)  # excluded: nothing to say (the editor keeps its buffer)
+    display, data, kind = source
+    enabled = catalogue.select(settings.select, settings.ignore)
+    outcome = rewrite_source(display, data, kind, catalogue, enabled, mode, unsafe_fixes)
+    rewritten = outcome.rewritten if outcome.changed and outcome.rewritten is not None else data
+    if diff:
+        sys.stdout.write(unified_diff(display, data, rewritten) if rewritten != data else "")
+    else:
+        sys.stdout.buffer.write(rewritten)
+    sys.stdout.flush()
+    for finding in outcome.remaining:
+        typer.echo(finding_line(finding), err=True)
+    for error in outcome.errors:
+        typer.echo(error_line(error), err=True)
+    left = bool(outcome.remaining or outcome.errors) or (diff and rewritten != data)
+    raise typer.Exit(EXIT_FINDINGS if left else EXIT_CLEAN)
 
 
 @app.command()

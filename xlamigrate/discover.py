@@ -108,12 +108,24 @@ def _kind_by_name(name: str) -> FileKind | None:
     return _SUFFIX_KINDS.get(os.path.splitext(name)[1])
 
 
+def classify_buffer(name: str, data: bytes) -> FileKind | None:
+    """A buffer's kind (an editor's, through --stdin-filename): by the name, else its shebang."""
+    kind = _kind_by_name(os.path.basename(name))
+    if kind is None and not os.path.splitext(name)[1]:
+        kind = _kind_by_shebang_line(data[:200].split(b"\n", 1)[0])
+    return kind if kind in ENABLED_KINDS else None
+
+
 def _kind_by_shebang(path: Path) -> FileKind | None:
     try:
         with path.open("rb") as handle:
             first = handle.readline(200)
     except OSError:
         return None
+    return _kind_by_shebang_line(first)
+
+
+def _kind_by_shebang_line(first: bytes) -> FileKind | None:
     if not first.startswith(b"#!"):
         return None
     if b"python" in first:
@@ -162,6 +174,12 @@ def _walk(top: str, settings: Settings, excludes: pathspec.GitIgnoreSpec) -> Ite
             if ignores is not None and ignores.ignored(child, is_dir=False):
                 continue
             yield child
+
+
+def is_excluded(path: Path, settings: Settings) -> bool:
+    """Whether the configured excludes cover this path (one named on the command line too)."""
+    excludes = pathspec.GitIgnoreSpec.from_lines(settings.exclude)
+    return _excluded(os.path.abspath(path), str(settings.root), excludes, is_dir=False)
 
 
 def _excluded(absolute: str, root: str, excludes: pathspec.GitIgnoreSpec, is_dir: bool) -> bool:

@@ -47,6 +47,7 @@ class Finding:
     enabled: bool | None = None
     fix: Fix | None = None
     cell: int | None = None  # notebooks: the code cell (0-based); lines count within it
+    file_line: int | None = None  # notebooks: the line of the .ipynb file (GitHub, SARIF)
 
     @property
     def sort_key(self) -> tuple[str, int, int, int, str]:

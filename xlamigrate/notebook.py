@@ -15,6 +15,7 @@ from typing import Any
 
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.model import FileError, FileResult, Finding, RewriteOutcome, Span
+from xlamigrate.notebook_lines import source_file_lines
 
 _CELL_MARKER = "# xlamigrate-cell {index}"
 _CELL_MARKER_RE = re.compile(r"^# xlamigrate-cell (\d+)\n?$")
@@ -115,8 +116,20 @@ def scan_notebook(
     findings = [_locate(module, f) for f in result.findings]
     errors = [_locate_error(module, e) for e in result.errors]
     shell_findings, shell_errors = _scan_shell(path, notebook, module, catalogue, enabled)
-    found = sorted([*findings, *shell_findings], key=lambda f: f.sort_key)
-    return FileResult(path, findings=tuple(found), errors=tuple(errors + shell_errors))
+    found = _in_file(data, [*findings, *shell_findings])
+    return FileResult(path, findings=found, errors=tuple(errors + shell_errors))
+
+
+def _in_file(data: bytes, findings: list[Finding]) -> tuple[Finding, ...]:
+    """Sorted, each with the line of the .ipynb file its cell line is written on."""
+    if not findings:
+        return ()
+    lines = source_file_lines(data.decode("utf-8"))
+    placed = [
+        replace(f, file_line=lines.get(f.cell, {}).get(f.span.line)) if f.cell is not None else f
+        for f in findings
+    ]
+    return tuple(sorted(placed, key=lambda f: f.sort_key))
 
 
 def _locate_error(module: _Module, error: FileError) -> FileError:
@@ -187,11 +200,11 @@ def rewrite_notebook(
     outcome = rewrite_python(
         path, module.code.encode("utf-8"), catalogue, enabled, mode, unsafe_fixes
     )
-    fixed = tuple(_locate(module, f) for f in outcome.fixed)
+    fixed = _in_file(data, [_locate(module, f) for f in outcome.fixed])
     remaining = [_locate(module, f) for f in outcome.remaining]
     shell_findings, shell_errors = _scan_shell(path, notebook, module, catalogue, enabled)
     remaining.extend(shell_findings)  # launched commands and %%bash cells: reported, not rewritten
-    remaining_sorted = tuple(sorted(remaining, key=lambda f: f.sort_key))
+    remaining_sorted = _in_file(data, remaining)
     errors = tuple(outcome.errors) + tuple(shell_errors)
     if outcome.rewritten is None or not outcome.changed:
         return RewriteOutcome(path, data, None, fixed, remaining_sorted, errors)

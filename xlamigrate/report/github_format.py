@@ -12,15 +12,20 @@ def render(report: ScanReport, catalogue: Catalogue) -> str:
     lines = []
     for finding in report.findings:
         span = finding.span
-        properties = {
+        properties: dict[str, object] = {
             "file": finding.path,
             "line": span.line,
             "col": span.column,
             "endLine": span.end_line,
             "endColumn": span.end_column,
-            "title": f"xlamigrate ({finding.code})"
-            + ("" if finding.cell is None else f" in cell {finding.cell}"),
+            "title": f"xlamigrate ({finding.code})",
         }
+        if finding.cell is not None:  # annotate the line of the .ipynb file; name the cell's
+            properties = {
+                "file": finding.path,
+                "line": finding.file_line or 1,
+                "title": f"xlamigrate ({finding.code}) in cell {finding.cell}, line {span.line}",
+            }
         lines.append(
             _command(_COMMANDS[finding.severity], properties, f"{finding.code} {finding.message}")
         )

@@ -24,7 +24,8 @@ def render(report: ScanReport, catalogue: Catalogue) -> str:
 
 
 def finding_json(finding: Finding) -> dict[str, Any]:
-    """The stable finding shape; notebook findings add "cell" (0-based; lines are in the cell)."""
+    """The stable finding shape; notebook findings add "cell" (0-based; lines are in the cell)
+    and "file_line" (the line of the .ipynb file)."""
     span = finding.span
     document: dict[str, Any] = {
         "code": finding.code,
@@ -43,4 +44,5 @@ def finding_json(finding: Finding) -> dict[str, Any]:
     }
     if finding.cell is not None:
         document["cell"] = finding.cell
+        document["file_line"] = finding.file_line
     return document

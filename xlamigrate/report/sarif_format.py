@@ -73,14 +73,16 @@ def _finding_result(finding: Finding, index: dict[str, int]) -> dict[str, Any]:
         "endColumn": span.end_column,
     }
     properties: dict[str, Any] = {"variable": finding.variable, "access": finding.access}
+    if finding.cell is not None:
+        # The region is the line of the .ipynb file; the position in the cell is a property.
+        region = {"startLine": finding.file_line or 1}
+        properties.update(cell=finding.cell, cellLine=span.line, cellColumn=span.column)
     if finding.value is not None:
         properties["value"] = finding.value
     if finding.enabled is not None:
         properties["enabled"] = finding.enabled
     if finding.fix is not None:
         properties["fix"] = finding.fix.applicability
-    if finding.cell is not None:
-        properties["cell"] = finding.cell  # the region's lines count within this code cell
     return {
         "ruleId": finding.code,
         "ruleIndex": index[finding.code],
