@@ -76,3 +76,27 @@ def test_notebook_findings_carry_the_cell_in_json_and_sarif(tmp_path: Path) -> N
     results = json.loads(outputs["sarif"].stdout)["runs"][0]["results"]
     assert [r["properties"]["cell"] for r in results] == [1, 2, 2]
     assert outputs["text"].stdout.startswith("cells.ipynb:cell-1:3:1: XM102")
+
+
+# -- where cell lines sit in the .ipynb file ------------------------------------------------------
+
+
+def test_source_file_lines_maps_each_cell_line_to_its_json_string() -> None:
+    from xlamigrate.notebook_lines import source_file_lines
+
+    text = (
+        '{\n "cells": [\n  {\n   "cell_type": "code",\n   "metadata": {"source": "x"},\n'
+        '   "source": [\n    "a = 1\\n",\n    "b = 2\\nc = 3\\n",\n    "d"\n   ]\n  },\n'
+        '  {"cell_type": "code", "source": "one\\ntwo"}\n ],\n "metadata": {}\n}\n'
+    )
+    assert source_file_lines(text) == {
+        0: {1: 7, 2: 8, 3: 8, 4: 9},  # "b = 2\nc = 3\n" is one JSON string: lines 2 and 3
+        1: {1: 12, 2: 12},  # a source given as one string: every line on its line
+    }
+
+
+def test_source_file_lines_ignores_sources_outside_the_cells() -> None:
+    from xlamigrate.notebook_lines import source_file_lines
+
+    text = '{"metadata": {"cells": [{"source": ["x"]}]}, "cells": [{"source": ["y\\n"]}]}'
+    assert source_file_lines(text) == {0: {1: 1}}
