@@ -100,3 +100,11 @@ def test_source_file_lines_ignores_sources_outside_the_cells() -> None:
 
     text = '{"metadata": {"cells": [{"source": ["x"]}]}, "cells": [{"source": ["y\\n"]}]}'
     assert source_file_lines(text) == {0: {1: 1}}
+
+
+def test_a_reads_message_names_the_cell_and_line_of_the_write(catalogue: Catalogue) -> None:
+    path = FIXTURES / "scan" / "notebook_cells.ipynb"
+    enabled = catalogue.select((), ())
+    result = scan_source("nb.ipynb", path.read_bytes(), "notebook", catalogue, enabled)
+    (read,) = [f for f in result.findings if f.code == "XM201"]
+    assert "; cell 2 line 1 sets it to " in read.message  # not the joined module's line 7

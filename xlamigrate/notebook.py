@@ -100,7 +100,20 @@ def _locate(module: _Module, finding: Finding) -> Finding:
     end = module.line_to_cell[min(finding.span.end_line - 1, len(module.line_to_cell) - 1)]
     end_line = end[1] if end[0] == cell else line
     span = Span(line, finding.span.column, end_line, finding.span.end_column)
-    return replace(finding, span=span, cell=cell)
+    message = _LINE_REFERENCE.sub(lambda match: _cell_line(module, match), finding.message)
+    return replace(finding, span=span, cell=cell, message=message)
+
+
+# A read's message names the line of the write it depends on (findings._subject).
+_LINE_REFERENCE = re.compile(r"; line (\d+) sets it to ")
+
+
+def _cell_line(module: _Module, match: re.Match[str]) -> str:
+    index = int(match.group(1)) - 1
+    if not 0 < index < len(module.line_to_cell):
+        return match.group(0)
+    cell, line = module.line_to_cell[index]
+    return f"; cell {cell} line {line} sets it to "
 
 
 def scan_notebook(
