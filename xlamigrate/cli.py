@@ -73,6 +73,14 @@ def _fail(message: str) -> NoReturn:
     raise typer.Exit(EXIT_ERROR)
 
 
+def _fail_on_missing(targets: list[Path]) -> None:
+    """Before anything resolves the paths: a symlink loop is missing too (and made the search
+    for pyproject.toml crash)."""
+    missing = [str(target) for target in targets if not target.exists()]
+    if missing:
+        _fail(f"no such file or directory: {', '.join(missing)}")
+
+
 def _catalogue() -> Catalogue:
     try:
         return load_catalogue()
@@ -129,6 +137,8 @@ def scan(
     if statistics and output_format not in (OutputFormat.text, OutputFormat.json):
         _fail("--statistics prints text or json: drop --format or choose one of those")
     targets = paths or [Path(".")]
+    if stdin_filename is None:
+        _fail_on_missing(targets)
     catalogue = _catalogue()
     settings = _settings(targets, catalogue, config, select, ignore, exclude, respect_gitignore)
     if stdin_filename is not None:
@@ -284,6 +294,8 @@ def rewrite(
     from xlamigrate.writer import unified_diff
 
     targets = paths or [Path(".")]
+    if stdin_filename is None:
+        _fail_on_missing(targets)
     catalogue = _catalogue()
     settings = _settings(targets, catalogue, config, select, ignore, exclude, respect_gitignore)
     chosen = mode.value if mode is not None else (settings.mode or "full-bf16")

@@ -64,6 +64,7 @@ def discover(paths: Sequence[Path], settings: Settings) -> Discovery:
     missing: list[str] = []
     skipped: list[str] = []
     seen: set[str] = set()
+    real_folders: dict[str, str] = {}
     for given in paths:
         if not given.exists():
             missing.append(str(given))
@@ -79,7 +80,7 @@ def discover(paths: Sequence[Path], settings: Settings) -> Discovery:
             candidates = iter([os.path.realpath(given)])
         for absolute in candidates:
             # A link and its target are one file: rewriting it twice would clash.
-            key = os.path.realpath(absolute) if os.path.islink(absolute) else absolute
+            key = _identity(absolute, real_folders)
             if key in seen:
                 continue
             seen.add(key)
@@ -89,6 +90,17 @@ def discover(paths: Sequence[Path], settings: Settings) -> Discovery:
                 files.append(SourceFile(path, _display(absolute, cwd), kind))
     files.sort(key=lambda source: source.display)
     return Discovery(tuple(files), tuple(missing), tuple(skipped))
+
+
+def _identity(absolute: str, real_folders: dict[str, str]) -> str:
+    """The file's real path: a file reached through a link, or through a linked folder (one
+    that points to its own parent, say), is the file it points to. Folders are resolved once."""
+    if os.path.islink(absolute):
+        return os.path.realpath(absolute)
+    folder, name = os.path.split(absolute)
+    if folder not in real_folders:
+        real_folders[folder] = os.path.realpath(folder)
+    return os.path.join(real_folders[folder], name)
 
 
 def classify(path: Path) -> FileKind | None:
@@ -118,6 +130,8 @@ def classify_buffer(name: str, data: bytes) -> FileKind | None:
 
 def _kind_by_shebang(path: Path) -> FileKind | None:
     try:
+        if not path.is_file():  # a FIFO would block the walk, a device never end
+            return None
         with path.open("rb") as handle:
             first = handle.readline(200)
     except OSError:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import re
+import stat
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from xlamigrate.catalogue import Catalogue
 from xlamigrate.config import Settings
 from xlamigrate.discover import Discovery, SourceFile, discover
 from xlamigrate.model import FileError, FileResult, RewriteOutcome, RewriteReport, ScanReport
+from xlamigrate.nesting import nesting_error
 
 # Below this many files to parse, a pool's start-up costs more than it saves.
 _POOL_THRESHOLD = 8
@@ -110,6 +112,8 @@ def _flagged_files(
 
 def _read(source: SourceFile) -> bytes | FileError:
     try:
+        if not stat.S_ISREG(os.stat(source.path).st_mode):  # a FIFO blocks, a device never ends
+            return FileError(source.display, None, "could not read: not a regular file")
         return source.path.read_bytes()
     except OSError as error:
         reason = error.strerror or str(error)
@@ -135,6 +139,9 @@ def scan_source(
     if kind == "python":
         from xlamigrate.python.scan import scan_python  # libcst: only when a file needs parsing
 
+        too_deep = nesting_error(path, data)
+        if too_deep is not None:
+            return FileResult(path, errors=(too_deep,))
         return scan_python(path, data, catalogue, enabled)
     if kind == "notebook":
         from xlamigrate.notebook import scan_notebook
@@ -158,6 +165,9 @@ def rewrite_source(
     if kind == "python":
         from xlamigrate.python.rewrite import rewrite_python
 
+        too_deep = nesting_error(path, data)
+        if too_deep is not None:
+            return RewriteOutcome(path, data, None, errors=(too_deep,))
         return rewrite_python(path, data, catalogue, enabled, mode, unsafe_fixes)
     if kind == "notebook":
         from xlamigrate.notebook import rewrite_notebook

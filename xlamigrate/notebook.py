@@ -15,6 +15,7 @@ from typing import Any
 
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.model import FileError, FileResult, Finding, RewriteOutcome, Span
+from xlamigrate.nesting import nesting_error
 from xlamigrate.notebook_lines import source_file_lines
 
 _CELL_MARKER = "# xlamigrate-cell {index}"
@@ -54,6 +55,21 @@ def _load(path: str, data: bytes) -> dict[str, Any] | FileError:
         return FileError(path, line, f"could not read the notebook: {error}")
     if not isinstance(notebook, dict) or not isinstance(notebook.get("cells"), list):
         return FileError(path, None, "could not read the notebook: no list of cells")
+    for index, cell in enumerate(notebook["cells"]):
+        if not isinstance(cell, dict):
+            return FileError(
+                path, None, f"could not read the notebook: cell {index} is not an object"
+            )
+        source = cell.get("source", "")
+        if not isinstance(source, str) and not (
+            isinstance(source, list) and all(isinstance(part, str) for part in source)
+        ):
+            return FileError(
+                path,
+                None,
+                f"could not read the notebook: the source of cell {index} is not text "
+                "(a string or a list of strings)",
+            )
     return notebook
 
 
@@ -125,7 +141,13 @@ def scan_notebook(
     if isinstance(notebook, FileError):
         return FileResult(path, errors=(notebook,))
     module = _join(notebook)
-    result = scan_python(path, module.code.encode("utf-8"), catalogue, enabled)
+    code = module.code.encode("utf-8")
+    too_deep = nesting_error(path, code)
+    result = (
+        FileResult(path, errors=(too_deep,))
+        if too_deep is not None
+        else scan_python(path, code, catalogue, enabled)
+    )
     findings = [_locate(module, f) for f in result.findings]
     errors = [_locate_error(module, e) for e in result.errors]
     shell_findings, shell_errors = _scan_shell(path, notebook, module, catalogue, enabled)
@@ -210,15 +232,17 @@ def rewrite_notebook(
     if isinstance(notebook, FileError):
         return RewriteOutcome(path, data, None, errors=(notebook,))
     module = _join(notebook)
-    outcome = rewrite_python(
-        path, module.code.encode("utf-8"), catalogue, enabled, mode, unsafe_fixes
-    )
+    code = module.code.encode("utf-8")
+    too_deep = nesting_error(path, code)
+    if too_deep is not None:
+        return RewriteOutcome(path, data, None, errors=(_locate_error(module, too_deep),))
+    outcome = rewrite_python(path, code, catalogue, enabled, mode, unsafe_fixes)
     fixed = _in_file(data, [_locate(module, f) for f in outcome.fixed])
     remaining = [_locate(module, f) for f in outcome.remaining]
     shell_findings, shell_errors = _scan_shell(path, notebook, module, catalogue, enabled)
     remaining.extend(shell_findings)  # launched commands and %%bash cells: reported, not rewritten
     remaining_sorted = _in_file(data, remaining)
-    errors = tuple(outcome.errors) + tuple(shell_errors)
+    errors = tuple(_locate_error(module, e) for e in outcome.errors) + tuple(shell_errors)
     if outcome.rewritten is None or not outcome.changed:
         return RewriteOutcome(path, data, None, fixed, remaining_sorted, errors)
     if _dump(notebook) != data:

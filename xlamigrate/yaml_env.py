@@ -43,6 +43,7 @@ _ENV_ITEM_KEYS = frozenset({"name", "value", "valueFrom"})  # a Kubernetes EnvVa
 _LIST_PARENTS = frozenset({"environment"})  # docker compose `- NAME=VALUE` lists
 _LAUNCH_KEYS = frozenset({"command", "args", "entrypoint", "run"})
 _NULL_TAG = "tag:yaml.org,2002:null"
+_MERGE_TAG = "tag:yaml.org,2002:merge"  # `<<`: may repeat
 _MAX_DEPTH = 200  # deeper than any config; the composer recurses, so fail early and cleanly
 # A value that expands something at run time: compose `${X}`, Kubernetes `$(X)`, Actions `${{ }}`.
 _EXPANSION = re.compile(r"\$[{(A-Za-z_]")
@@ -57,6 +58,9 @@ def analyse(text: str, names: frozenset[str]) -> TextAnalysis:
     documents = _compose(text)
     if isinstance(documents, tuple):
         return TextAnalysis(problems=(documents,))
+    duplicate = _duplicate_key(documents)
+    if duplicate is not None:
+        return TextAnalysis(problems=(duplicate,))
     finder = _Finder(text, names)
     for document in documents:
         finder.visit(document)
@@ -111,6 +115,33 @@ def _compose(text: str) -> list[Node] | tuple[int | None, str]:
         return (line, str(error).splitlines()[0])
     except Exception as error:  # whatever else the parser trips on, the run goes on
         return (None, f"{type(error).__name__}: {error}")
+
+
+def _duplicate_key(documents: list[Node]) -> tuple[int, str] | None:
+    """The first key (in the file) that a mapping names twice, as (line, message). YAML forbids
+    it and Kubernetes, compose and Actions reject such a file: which value counts would be a
+    guess, and a rewrite built on a guess could drop the value that did."""
+    seen: set[int] = set()
+    stack = list(documents)
+    first: tuple[int, str] | None = None
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node.id == "mapping":
+            lines: dict[tuple[str, str], int] = {}
+            for name, _ in node.value:
+                if name.id != "scalar" or str(name.tag) == _MERGE_TAG:
+                    continue
+                key, line = (str(name.tag), str(name.value)), name.start_mark.line + 1
+                if key in lines and (first is None or line < first[0]):
+                    first = line, f"duplicate key {name.value!r} (first on line {lines[key]})"
+                lines.setdefault(key, line)
+            stack.extend(value for _, value in node.value)
+        elif node.id == "sequence":
+            stack.extend(node.value)
+    return first
 
 
 def _scalar(value: str, style: str) -> str:
