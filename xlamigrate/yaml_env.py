@@ -121,27 +121,36 @@ def _duplicate_key(documents: list[Node]) -> tuple[int, str] | None:
     """The first key (in the file) that a mapping names twice, as (line, message). YAML forbids
     it and Kubernetes, compose and Actions reject such a file: which value counts would be a
     guess, and a rewrite built on a guess could drop the value that did."""
-    seen: set[int] = set()
-    stack = list(documents)
     first: tuple[int, str] | None = None
+    for node in _each_node(documents):
+        if node.id != "mapping":
+            continue
+        lines: dict[tuple[str, str], int] = {}
+        for name, _ in node.value:
+            if name.id != "scalar" or str(name.tag) == _MERGE_TAG:
+                continue
+            key, line = (str(name.tag), str(name.value)), name.start_mark.line + 1
+            if key in lines and (first is None or line < first[0]):
+                first = line, f"duplicate key {name.value!r} (first on line {lines[key]})"
+            lines.setdefault(key, line)
+    return first
+
+
+def _each_node(roots: list[Node]) -> Iterator[Node]:
+    """Every node under `roots` once (aliases share nodes), through mapping values and
+    sequence items."""
+    seen: set[int] = set()
+    stack = list(roots)
     while stack:
         node = stack.pop()
         if id(node) in seen:
             continue
         seen.add(id(node))
+        yield node
         if node.id == "mapping":
-            lines: dict[tuple[str, str], int] = {}
-            for name, _ in node.value:
-                if name.id != "scalar" or str(name.tag) == _MERGE_TAG:
-                    continue
-                key, line = (str(name.tag), str(name.value)), name.start_mark.line + 1
-                if key in lines and (first is None or line < first[0]):
-                    first = line, f"duplicate key {name.value!r} (first on line {lines[key]})"
-                lines.setdefault(key, line)
             stack.extend(value for _, value in node.value)
         elif node.id == "sequence":
             stack.extend(node.value)
-    return first
 
 
 def _scalar(value: str, style: str) -> str:
@@ -495,20 +504,11 @@ def _escape(text: str) -> str:
 
 
 def _launch_words(root: Node) -> Iterator[str]:
-    seen: set[int] = set()
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
+    for node in _each_node([root]):
         if node.id == "mapping":
             for name, value in node.value:
                 if name.id == "scalar" and name.value in _LAUNCH_KEYS:
                     yield from _words(value)
-                stack.append(value)
-        elif node.id == "sequence":
-            stack.extend(node.value)
 
 
 def _words(node: Node) -> Iterator[str]:
