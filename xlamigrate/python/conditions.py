@@ -82,7 +82,11 @@ def _parenthesised(expression: cst.BaseExpression) -> cst.BaseExpression:
 def expressible_at(
     script: TrainingScript, condition: cst.BaseExpression, origin: cst.CSTNode, at: cst.CSTNode
 ) -> bool:
-    """Whether every name in `condition` is bound to the same thing at `at` as at `origin`."""
+    """Whether every name in `condition` is bound to the same thing at `at` as at `origin`, and
+    the condition can run again there (an `await` or `yield` cannot: it belongs to its function,
+    and repeating it awaits or yields once more)."""
+    if _suspends(condition):
+        return False
     origin_scope, target_scope = _scope_of(script, origin), _scope_of(script, at)
     if origin_scope is None or target_scope is None:
         return False
@@ -91,6 +95,19 @@ def expressible_at(
         if not here or here != there:
             return False
     return True
+
+
+def _suspends(expression: cst.BaseExpression) -> bool:
+    found = False
+
+    class Finder(cst.CSTVisitor):
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            nonlocal found
+            found = found or isinstance(node, (cst.Await, cst.Yield))
+            return not found
+
+    expression.visit(Finder())
+    return found
 
 
 def _scope_of(script: TrainingScript, node: cst.CSTNode) -> Scope | None:

@@ -28,7 +28,8 @@ def _failure(path: str, data: bytes, error: Exception) -> FileError:
     try:
         compile(data, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as python_error:
-        return FileError(path, python_error.lineno, f"could not parse: {python_error.msg}")
+        # an encoding error has line 0: lines are 1-based, so that is "no line"
+        return FileError(path, python_error.lineno or None, f"could not parse: {python_error.msg}")
     except (ValueError, RecursionError, MemoryError):
         pass
     line = getattr(error, "raw_line", None)

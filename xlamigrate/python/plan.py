@@ -25,7 +25,9 @@ class Plan:
     replacements: dict[cst.BaseSmallStatement, list[cst.BaseStatement]] = field(
         default_factory=dict
     )
+    # Statements put before or after a statement of a block (compound ones too).
     before: dict[cst.BaseStatement, list[cst.BaseStatement]] = field(default_factory=dict)
+    after: dict[cst.BaseStatement, list[cst.BaseStatement]] = field(default_factory=dict)
     # Runs of consecutive statements (first, last) of one block, wrapped in `with <item>:`.
     wraps: list[tuple[cst.BaseStatement, cst.BaseStatement, cst.BaseExpression]] = field(
         default_factory=list
@@ -39,6 +41,7 @@ class Plan:
             self.removed
             or self.replacements
             or self.before
+            or self.after
             or self.wraps
             or self.removed_elements
             or self.swapped
@@ -46,6 +49,9 @@ class Plan:
 
     def insert_before(self, statement: cst.BaseStatement, code: list[cst.BaseStatement]) -> None:
         self.before.setdefault(statement, []).extend(code)
+
+    def insert_after(self, statement: cst.BaseStatement, code: list[cst.BaseStatement]) -> None:
+        self.after.setdefault(statement, []).extend(code)
 
 
 def apply_plan(module: cst.Module, plan: Plan) -> cst.Module:
@@ -101,6 +107,9 @@ class _Applier(cst.CSTTransformer):
         if isinstance(original_node, (cst.Module, cst.IndentedBlock)):
             assert isinstance(updated_node, (cst.Module, cst.IndentedBlock))
             return self._block(original_node, updated_node)
+        if isinstance(original_node, cst.SimpleStatementSuite):
+            assert isinstance(updated_node, cst.SimpleStatementSuite)
+            return self._suite(original_node, updated_node)
         return updated_node
 
     def _drop_elements(self, original: cst.CSTNode, updated: cst.CSTNode) -> cst.CSTNode:
@@ -127,6 +136,7 @@ class _Applier(cst.CSTTransformer):
         plan = self.plan
         body: list[cst.BaseStatement] = []
         carried: list[cst.EmptyLine] = []  # comments above a removed line move down
+        spans: dict[cst.BaseStatement, tuple[int, int]] = {}  # where each statement's code went
         for before, after in zip(original.body, updated.body, strict=True):
             inserted = plan.before.get(before, [])
             new = self._statement(before, after)
@@ -141,8 +151,10 @@ class _Applier(cst.CSTTransformer):
             if not new and isinstance(after, cst.SimpleStatementLine):
                 carried.extend(after.leading_lines)
             body.extend(inserted)
+            spans[before] = (len(body), len(body) + len(new))
             body.extend(new)
-        body = self._wrap(original, updated, body)
+            body.extend(plan.after.get(before, []))
+        body = self._wrap(body, spans)
         if not body:
             body = [cst.SimpleStatementLine([cst.Pass()], leading_lines=carried)]
             carried = []
@@ -151,6 +163,24 @@ class _Applier(cst.CSTTransformer):
             return updated.with_changes(body=body, footer=footer)
         footer = [*carried, *updated.footer]
         return updated.with_changes(body=body, footer=footer)
+
+    def _suite(
+        self, original: cst.SimpleStatementSuite, updated: cst.SimpleStatementSuite
+    ) -> cst.BaseSuite:
+        """`if c: x = 1` with a statement removed or replaced becomes an indented block, edited
+        as any block is (a replacement may be compound, and what is left empty gets `pass`)."""
+        plan = self.plan
+        if not any(s in plan.removed or s in plan.replacements for s in original.body):
+            return updated
+        block = self._block(
+            cst.IndentedBlock(body=[cst.SimpleStatementLine(body=original.body)]),
+            cst.IndentedBlock(
+                header=updated.trailing_whitespace,
+                body=[cst.SimpleStatementLine(body=updated.body)],
+            ),
+        )
+        assert isinstance(block, cst.IndentedBlock)
+        return block
 
     def _statement(
         self, original: cst.BaseStatement, updated: cst.BaseStatement
@@ -178,25 +208,27 @@ class _Applier(cst.CSTTransformer):
         return result + replacement
 
     def _wrap(
-        self, original: _Block, updated: _Block, body: list[cst.BaseStatement]
+        self, body: list[cst.BaseStatement], spans: dict[cst.BaseStatement, tuple[int, int]]
     ) -> list[cst.BaseStatement]:
-        for first, last, item in self.plan.wraps:
-            if first not in original.body:
+        """Wraps the runs planned in this block, each from what its first statement became
+        through what its last one became (edits of their own included)."""
+        runs = [
+            (spans[first][0], spans[last][1], item)
+            for first, last, item in self.plan.wraps
+            if first in spans and last in spans
+        ]
+        free_until = len(body)  # runs are wrapped from the last one up; overlaps are left alone
+        for start, end, item in sorted(runs, key=lambda run: run[0], reverse=True):
+            if start >= end or end > free_until:
                 continue
-            start_index = list(original.body).index(first)
-            end_index = list(original.body).index(last)
-            first_new = updated.body[start_index]
-            last_new = updated.body[end_index]
-            if first_new not in body or last_new not in body:
-                continue  # an edit of its own changed the run: leave it alone
-            start, end = body.index(first_new), body.index(last_new)
-            inner = [_with_leading(body[start], []), *body[start + 1 : end + 1]]
+            inner = [_with_leading(body[start], []), *body[start + 1 : end]]
             wrapped = cst.With(
                 items=[cst.WithItem(item)],
                 body=cst.IndentedBlock(body=inner),
                 leading_lines=_leading(body[start]),
             )
-            body = [*body[:start], wrapped, *body[end + 1 :]]
+            body = [*body[:start], wrapped, *body[end:]]
+            free_until = start
         return body
 
 

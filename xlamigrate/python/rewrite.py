@@ -11,10 +11,12 @@ into NEURON_CC_FLAGS and wraps the forward pass in torch.autocast.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
+import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from xlamigrate.catalogue import Catalogue
@@ -62,6 +64,13 @@ def rewrite_python(
     fixed = tuple(sorted(planner.fixed, key=lambda f: f.sort_key))
     if plan.is_empty():
         return RewriteOutcome(path, data, None, fixed, remaining)
+    lost = _first_line_not_reproduced(data, parsed.bytes)
+    if lost is not None:  # writing libcst's code would also drop what it cannot reproduce
+        message = (
+            "cannot rewrite: libcst does not reproduce this line byte for byte (a form feed "
+            "before code, or a final bare CR newline); the file is left untouched"
+        )
+        return RewriteOutcome(path, data, None, errors=(FileError(path, lost, message),))
     new_module = apply_plan(wrapper.module, plan)
     rewritten = new_module.bytes
     check = parse_python(path, rewritten)
@@ -71,6 +80,17 @@ def rewrite_python(
         )
         return RewriteOutcome(path, data, None, errors=(error,))
     return RewriteOutcome(path, data, rewritten, fixed, remaining)
+
+
+def _first_line_not_reproduced(data: bytes, reproduced: bytes) -> int | None:
+    """The 1-based line where libcst's code of a module first differs from the file's bytes."""
+    if reproduced == data:
+        return None
+    same = next(
+        (i for i, (a, b) in enumerate(zip(data, reproduced, strict=False)) if a != b),
+        min(len(data), len(reproduced)),
+    )
+    return len(re.findall(rb"\r\n|\r|\n", data[:same])) + 1
 
 
 @dataclass
@@ -224,10 +244,7 @@ class _Planner:
         if any(a.variable == unless_set and a.kind == "write" for a in self.accesses):
             return
         first = self._first()
-        receiver = _receiver_code(first.access)
-        statement = cst.parse_statement(code(receiver, first.access.form))
-        if receiver == "os.environ":
-            self.plan.imports.add(("os", None))
+        statement = cst.parse_statement(code(self._receiver(first.access), first.access.form))
         in_place = first.condition.in_place
         if in_place is not None:
             statement = _under(in_place, [statement])
@@ -239,6 +256,13 @@ class _Planner:
         line = self.script.statement_of(first.access.node)
         if line is not None:
             self.plan.insert_before(line, [statement])
+
+    def _receiver(self, access: EnvAccess) -> str:
+        """The environment code written next to `access` names (importing os if it is ours)."""
+        receiver = _receiver_code(access)
+        if receiver == "os.environ":
+            self.plan.imports.add(("os", None))
+        return receiver
 
     @staticmethod
     def _stochastic_rounding_code(receiver: str, form: str) -> str:
@@ -289,11 +313,16 @@ class _Planner:
     def _cast_models(self, wrap_optimizer: bool) -> None:
         sites = self.script.optimizer_sites()
         targets: list[tuple[cst.SimpleStatementLine, cst.BaseExpression, bool]] = [
-            (site.statement, site.model, True) for site in sites
+            (site.statement, site.model, True)
+            for site in sites
+            if self._nameable(site.model, site.statement)
         ]
         if not targets:
             for statement, model in self.script.model_moves():
                 targets.append((statement, model, False))
+            if wrap_optimizer and targets and not sites:  # cast, yet no master weights: say so
+                subject = f"the optimizer of `{code_of(targets[0][1])}`"
+                self.remaining.append(self._manual("XM406", self._span(targets[0][0]), subject))
         if not targets:
             first = self._first()
             self.remaining.append(
@@ -321,23 +350,17 @@ class _Planner:
             if before:
                 self.plan.insert_before(statement, block)
             else:
-                self._insert_after(statement, block)
+                self.plan.insert_after(statement, block)
         if wrap_optimizer:
             for site in sites:
                 self._wrap_optimizer(site.call, site.statement)
 
-    def _insert_after(self, statement: cst.BaseStatement, code: list[cst.BaseStatement]) -> None:
-        block = self.script.block_of(statement)
-        assert block is not None
-        body = list(block.body)
-        index = body.index(statement)
-        if index + 1 < len(body):
-            self.plan.insert_before(body[index + 1], code)
-        else:
-            # the last statement of its block: the new code goes into a replacement of the move
-            small = statement.body[-1] if isinstance(statement, cst.SimpleStatementLine) else None
-            if small is not None:
-                self.plan.replacements.setdefault(small, [statement]).extend(code)
+    def _nameable(self, model: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """Whether code at `at` can name the module `model` names (not a comprehension's or a
+        lambda's variable; not a call, which would build another one)."""
+        if m.findall(model, m.Call()):
+            return False
+        return expressible_at(self.script, model, model, at)
 
     def _wrap_optimizer(self, call: cst.Call, statement: cst.SimpleStatementLine) -> None:
         parent = self.script.parent(self.script.parent(call) or call)
@@ -348,20 +371,24 @@ class _Planner:
         ok, condition = self._combined_condition(statement, self._span(statement))
         if not ok:
             return
-        self.plan.imports.add((RUNTIME, "FP32ParamsCopy"))
         if condition is None:
+            self.plan.imports.add((RUNTIME, "FP32ParamsCopy"))
             self.plan.swapped[call] = cst.Call(cst.Name("FP32ParamsCopy"), [cst.Arg(call)])
             return
-        small = statement.body[0]
+        # Under a condition the wrapper is a statement of its own: `<target> = FP32ParamsCopy(
+        # <target>)`, right only where the target holds the optimizer itself.
+        small = self.script.small_statement_of(call)
+        assigned = isinstance(small, cst.Assign) and small.value is call
         target = small.targets[0].target if isinstance(small, cst.Assign) else None
-        if not isinstance(target, (cst.Name, cst.Attribute)) or len(statement.body) != 1:
+        if not assigned or not isinstance(target, (cst.Name, cst.Attribute)):
             self.remaining.append(
                 self._manual("XM403", self._span(statement), "the optimizer wrapper")
             )
             return
+        self.plan.imports.add((RUNTIME, "FP32ParamsCopy"))
         name = code_of(target)
         wrapped = cst.parse_statement(f"{name} = FP32ParamsCopy({name})\n")
-        self._insert_after(statement, [_under(condition, [wrapped])])
+        self.plan.insert_after(statement, [_under(condition, [wrapped])])
 
     def _neuron_cc_flags(self) -> None:
         """Edits the file's NEURON_CC_FLAGS literals when the flag was on unconditionally;
@@ -387,8 +414,8 @@ class _Planner:
         ok, condition = self._combined_condition(line, self._span(line))
         if not ok:
             return
-        statement = cst.parse_statement(self._auto_cast_code(_receiver_code(last), last.form))
-        self._insert_after(line, [_under(condition, [statement])] if condition else [statement])
+        statement = cst.parse_statement(self._auto_cast_code(self._receiver(last), last.form))
+        self.plan.insert_after(line, [_under(condition, [statement])] if condition else [statement])
 
     def _merge_literal(self, literal: cst.BaseExpression) -> None:
         """Edits a NEURON_CC_FLAGS literal in place, keeping its quotes where they still fit."""
@@ -417,6 +444,11 @@ class _Planner:
             where = self._span(self._first().access.node)
             self.remaining.append(self._manual("XM402", where, "no `<loss>.backward()` found"))
             return
+        handled = {statement for statement, _ in backwards}
+        for call in self.script.backward_calls():  # `f(x).backward()`, `a = 1; b.backward()`
+            if self.script.statement_of(call) not in handled and not self.script.in_autocast(call):
+                subject = f"the forward pass before `{code_of(call.func)}()`"
+                self.remaining.append(self._manual("XM402", self._span(call), subject))
         for backward, loss in backwards:
             candidates = models + self.script.model_parameter_names(backward)
             region = self.script.forward_region(backward, loss, candidates)
@@ -433,7 +465,7 @@ class _Planner:
             ok, condition = self._combined_condition(first, self._span(first))
             if not ok:
                 continue
-            enabled = f", enabled={code_of(condition)}" if condition is not None else ""
+            enabled = f", enabled={_argument_code(condition)}" if condition is not None else ""
             item = cst.parse_expression(_AUTOCAST.replace(")", f"{enabled})"))
             self.plan.wraps.append((first, last, item))
 
@@ -466,6 +498,14 @@ def _receiver_code(access: EnvAccess) -> str:
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
         return code_of(node.func.value) if access.form in forms_with_receiver else "os.environ"
     return "os.environ"
+
+
+def _argument_code(expression: cst.BaseExpression) -> str:
+    """An expression as a keyword argument's value: a bare `:=` needs parentheses there."""
+    code = code_of(expression)
+    if isinstance(expression, cst.NamedExpr) and not expression.lpar:
+        return f"({code})"
+    return code
 
 
 def _under(condition: cst.BaseExpression, body: list[cst.BaseStatement]) -> cst.If:

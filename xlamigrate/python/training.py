@@ -203,13 +203,20 @@ class TrainingScript:
 
     # -- the forward pass ------------------------------------------------------------------------
 
+    def backward_calls(self) -> list[cst.Call]:
+        """Every `<something>.backward(...)` call."""
+        return [
+            call
+            for call in self._calls
+            if isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward"
+        ]
+
     def backward_statements(self) -> list[tuple[cst.SimpleStatementLine, str]]:
         """`loss.backward()` statements and the name of the tensor backpropagated."""
         found = []
-        for call in self._calls:
+        for call in self.backward_calls():
             func = call.func
-            if not (isinstance(func, cst.Attribute) and func.attr.value == "backward"):
-                continue
+            assert isinstance(func, cst.Attribute)
             if not isinstance(func.value, cst.Name):
                 continue
             statement = self.statement_of(call)
@@ -234,6 +241,8 @@ class TrainingScript:
         needed = _read_names(body[last_assignment])
         start = last_assignment if _calls_any(body[last_assignment], models) else None
         for index in range(last_assignment - 1, -1, -1):
+            if _calls_backward(body[index]):
+                break  # what comes before belongs to an earlier backward(): never wrapped
             assigned = _assigned_names(body[index])
             if not assigned & needed:
                 continue
@@ -329,6 +338,13 @@ def _assigned_names(statement: cst.CSTNode) -> set[str]:
 
 def _read_names(statement: cst.CSTNode) -> set[str]:
     return {name.value for name in _collect(statement, cst.Name)}
+
+
+def _calls_backward(statement: cst.CSTNode) -> bool:
+    return any(
+        isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward"
+        for call in _collect(statement, cst.Call)
+    )
 
 
 def _calls_any(statement: cst.CSTNode, callees: Sequence[str]) -> bool:
