@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import libcst as cst
-from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor
+
+from xlamigrate.python.imports import add_imports
 
 _Block = cst.Module | cst.IndentedBlock
 
@@ -57,38 +57,7 @@ class Plan:
 def apply_plan(module: cst.Module, plan: Plan) -> cst.Module:
     updated = module.visit(_Applier(plan))
     assert isinstance(updated, cst.Module)
-    missing = [entry for entry in plan.imports if not _imported(updated, *entry)]
-    if missing:
-        context = CodemodContext()
-        for module_name, name in sorted(missing, key=lambda item: (item[0], item[1] or "")):
-            AddImportsVisitor.add_needed_import(context, module_name, name)
-        updated = AddImportsVisitor(context).transform_module(updated)
-    return updated
-
-
-def _imported(module: cst.Module, module_name: str, name: str | None) -> bool:
-    """Whether a top-level statement anywhere in the module already imports it (libcst's
-    AddImportsVisitor misses imports placed below other code, e.g. after an env write)."""
-    for statement in module.body:
-        if not isinstance(statement, cst.SimpleStatementLine):
-            continue
-        for small in statement.body:
-            if name is None and isinstance(small, cst.Import):
-                for alias in small.names:
-                    dotted = cst.Module([]).code_for_node(alias.name)
-                    if alias.asname is None and dotted.split(".")[0] == module_name:
-                        return True
-            elif name is not None and isinstance(small, cst.ImportFrom) and small.module:
-                if cst.Module([]).code_for_node(small.module) != module_name:
-                    continue
-                if isinstance(small.names, cst.ImportStar):
-                    return True
-                if any(
-                    alias.asname is None and cst.Module([]).code_for_node(alias.name) == name
-                    for alias in small.names
-                ):
-                    return True
-    return False
+    return add_imports(updated, plan.imports)
 
 
 class _Applier(cst.CSTTransformer):
