@@ -1,29 +1,38 @@
 """Runtime optimizers: step time, stochastic-rounding cast throughput and memory per parameter.
 
-For the same parameter count, split over Linear-sized tensors (transformer layers of q, k, v, o,
-MLP up and down weights, plus one 1-D tensor holding the remainder), on CPU and on CUDA when
-available, prints:
+For each parameter count (default ~10M and ~100M), split over Linear-sized tensors (transformer
+layers of q, k, v, o, MLP up and down weights, plus one 1-D tensor holding the remainder), on
+CPU and on CUDA when available, prints:
 
 1. the median time of `optimizer.step()` (ms/step, and as a ratio to fp32 AdamW foreach) of
    stock AdamW on fp32 params, stock AdamW on bf16 params (bf16 states: the legacy flag /
-   full-bf16 baseline), FP32ParamsCopy (round-to-nearest and stochastic) and
-   StochasticRoundingOptimizer, all around `torch.optim.AdamW(foreach=True)`; gradients are
-   random tensors set once on `.grad`, and only `step()` is timed;
+   full-bf16 baseline), FP32ParamsCopy (round-to-nearest, the same keeping its fp32 gradient
+   buffers between steps, and stochastic),
+   AdamW_FP32ParamsCopy and StochasticRoundingOptimizer, all around
+   `torch.optim.AdamW(foreach=True)`; gradients are random tensors set once on `.grad`, and
+   only `step()` is timed;
 2. the throughput of `stochastic_round_to_bf16(x)` against `x.to(torch.bfloat16)` on a float32
-   tensor of the same element count (GB/s of input read);
+   tensor of the same element count (GB/s of input read, elements/s, ratio), and the same two
+   writing into an existing bf16 tensor (`out=` / `copy_`), as the optimizers do;
 3. the bytes per parameter each mode holds after its steps, measured (params + grads + every
    tensor of the optimizer state + distinct fp32 masters), next to the design table's figures.
 
-Measures only; asserts no timing.
+Measures only; asserts no timing. Timings on a shared machine are noisy: candidates are timed
+in turns (a burst of other work slows all of them alike), each figure is a median of
+`--repeat` turns, process CPU time is printed next to wall time, and so is the load average.
+On an oversubscribed host, multi-threaded ATen kernels wait for descheduled OpenMP threads;
+`--threads 1` then gives steadier figures.
 
-    python benchmarks/runtime_optimizers.py [--params 10000000] [--steps 10] [--warmup 3]
-                                            [--repeat 3] [--layers 3]
+    python benchmarks/runtime_optimizers.py [--quick] [--params 10000000 100000000]
+        [--steps N] [--warmup N] [--repeat 3] [--layers 3] [--threads N]
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import math
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -32,10 +41,19 @@ from dataclasses import dataclass
 import torch
 from torch.optim import Optimizer
 
-from xlamigrate.runtime.optim import FP32ParamsCopy, StochasticRoundingOptimizer
+from xlamigrate.runtime.optim import (
+    AdamW_FP32ParamsCopy,
+    FP32ParamsCopy,
+    StochasticRoundingOptimizer,
+)
 from xlamigrate.runtime.rounding import stochastic_round_to_bf16
 
 LR = 1e-4
+FULL_SIZES = (10_000_000, 100_000_000)
+QUICK_SIZES = (1_000_000, 4_000_000)
+STEPS_AT_10M = 10  # timed steps per repeat at 10M params; scaled down for larger counts
+MIN_STEPS = 3  # at 100M params: 3 turns of 3 steps, the allocator's page faults vary a lot
+CAST_REPEAT_FACTOR = 3  # casts are cheap: more turns for steadier medians
 
 
 def adamw(params: list[torch.Tensor]) -> Optimizer:
@@ -60,9 +78,21 @@ MODES = (
         "16 (fp32-copy)",
     ),
     Mode(
+        "FP32ParamsCopy, nearest, kept grads",
+        torch.bfloat16,
+        lambda params: FP32ParamsCopy(adamw(params), keep_fp32_grads=True),
+        "20 (fp32-copy + fp32 grads)",
+    ),
+    Mode(
         "FP32ParamsCopy, stochastic",
         torch.bfloat16,
         lambda params: FP32ParamsCopy(adamw(params), stochastic_rounding=True),
+        "16 (fp32-copy)",
+    ),
+    Mode(
+        "AdamW_FP32ParamsCopy",
+        torch.bfloat16,
+        lambda params: AdamW_FP32ParamsCopy(params, lr=LR, foreach=True),
         "16 (fp32-copy)",
     ),
     Mode(
@@ -93,7 +123,7 @@ def make_params(
     tensor_shapes: list[tuple[int, ...]], dtype: torch.dtype, device: torch.device
 ) -> list[torch.Tensor]:
     generator = torch.Generator(device=device).manual_seed(0)
-    params = []
+    params: list[torch.Tensor] = []
     for shape in tensor_shapes:
         param = torch.nn.Parameter(
             (torch.randn(shape, device=device, generator=generator) * 0.02).to(dtype)
@@ -108,19 +138,41 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def median_seconds(
-    work: Callable[[], object], device: torch.device, iterations: int, repeat: int
-) -> float:
-    """Median over `repeat` runs of the time of one call of `work`, averaged over `iterations`."""
-    times = []
+@dataclass(frozen=True)
+class Timing:
+    """Seconds per call: wall clock, and CPU time of the whole process."""
+
+    wall: float
+    cpu: float
+
+
+def timed(work: Callable[[], object], device: torch.device, iterations: int) -> Timing:
+    """Wall time and process CPU time (all threads) of one call of `work`, averaged over
+    `iterations` calls. CPU time is what other work on a shared machine disturbs least (with
+    one thread: more threads add their OpenMP spin-waiting to it)."""
+    sync(device)
+    start, cpu_start = time.perf_counter(), time.process_time()
+    for _ in range(iterations):
+        work()
+    sync(device)
+    cpu = (time.process_time() - cpu_start) / iterations
+    return Timing((time.perf_counter() - start) / iterations, cpu)
+
+
+def medians(runs: list[Timing]) -> Timing:
+    return Timing(statistics.median(t.wall for t in runs), statistics.median(t.cpu for t in runs))
+
+
+def round_robin(
+    works: list[Callable[[], object]], device: torch.device, iterations: int, repeat: int
+) -> list[Timing]:
+    """Median timings of each work, measured in turns: a burst of other work on a shared
+    machine then slows every candidate alike instead of one of them."""
+    runs: list[list[Timing]] = [[] for _ in works]
     for _ in range(repeat):
-        sync(device)
-        start = time.perf_counter()
-        for _ in range(iterations):
-            work()
-        sync(device)
-        times.append((time.perf_counter() - start) / iterations)
-    return statistics.median(times)
+        for work, timings in zip(works, runs, strict=True):
+            timings.append(timed(work, device, iterations))
+    return [medians(timings) for timings in runs]
 
 
 def held_bytes(params: list[torch.Tensor], optimizer: Optimizer) -> int:
@@ -148,84 +200,154 @@ def held_bytes(params: list[torch.Tensor], optimizer: Optimizer) -> int:
         for master in optimizer.master_params():
             if id(master) not in param_ids:
                 add(master)
+                add(master.grad)  # None between steps: fp32 grads live only inside step()
+    for kept in (getattr(optimizer, "_kept_grads", None) or {}).values():  # keep_fp32_grads
+        add(kept)
     return sum(tensor.nbytes for tensor in tensors.values())
 
 
+def load() -> str:
+    """The 1-minute load average: how much other work shared the cores during a figure."""
+    try:
+        return f"{os.getloadavg()[0]:.1f}"
+    except OSError:
+        return "?"
+
+
 def bench_optimizers(
-    device: torch.device, tensor_shapes: list[tuple[int, ...]], count: int, args: argparse.Namespace
+    device: torch.device, tensor_shapes: list[tuple[int, ...]], count: int, steps: int, args: Args
 ) -> None:
-    print(f"{'optimizer step':<36} {'ms/step':>9} {'x fp32':>7} {'B/param':>8}  table B/param")
-    baseline = None
+    built = []
     for mode in MODES:
         params = make_params(tensor_shapes, mode.dtype, device)
         optimizer = mode.build(params)
         for _ in range(args.warmup):
             optimizer.step()
-        seconds = median_seconds(optimizer.step, device, args.steps, args.repeat)
+        built.append((params, optimizer))
+    timings = round_robin([optimizer.step for _, optimizer in built], device, steps, args.repeat)
+    print(
+        f"{'optimizer step':<36} {'ms/step':>9} {'x fp32':>7} {'cpu ms':>9} {'x fp32':>7} "
+        f"{'B/param':>8}  table B/param"
+    )
+    baseline = timings[0]
+    for mode, (params, optimizer), timing in zip(MODES, built, timings, strict=True):
         per_param = held_bytes(params, optimizer) / count
-        baseline = baseline or seconds
         print(
-            f"{mode.label:<36} {seconds * 1000:9.2f} {seconds / baseline:7.2f} "
-            f"{per_param:8.2f}  {mode.expected}"
+            f"{mode.label:<36} {timing.wall * 1000:9.2f} {timing.wall / baseline.wall:7.2f} "
+            f"{timing.cpu * 1000:9.2f} {timing.cpu / baseline.cpu:7.2f} {per_param:8.2f}  "
+            f"{mode.expected}"
         )
-        del optimizer, params
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
+    print(f"(load average {load()})")
+    del built
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
 
 
-def bench_cast(device: torch.device, count: int, args: argparse.Namespace) -> None:
+def bench_cast(device: torch.device, count: int, steps: int, args: Args) -> None:
     x = torch.randn(count, device=device, generator=torch.Generator(device=device).manual_seed(1))
     generator = torch.Generator(device=device).manual_seed(2)
-    casts = (
-        ("x.to(torch.bfloat16)", lambda: x.to(torch.bfloat16)),
-        ("stochastic_round_to_bf16(x)", lambda: stochastic_round_to_bf16(x, generator)),
-    )
-    print(f"{'fp32 -> bf16 cast':<36} {'ms':>9} {'GB/s':>7} {'x plain':>8}")
-    baseline = None
-    for label, cast in casts:
-        for _ in range(args.warmup):
+    existing = torch.empty(count, dtype=torch.bfloat16, device=device)
+    casts: list[tuple[str, str, Callable[[], object]]] = [
+        ("new tensor", "x.to(torch.bfloat16)", lambda: x.to(torch.bfloat16)),
+        (
+            "new tensor",
+            "stochastic_round_to_bf16(x)",
+            lambda: stochastic_round_to_bf16(x, generator),
+        ),
+        ("into bf16", "bf16.copy_(x)", lambda: existing.copy_(x)),
+        (
+            "into bf16",
+            "stochastic_round_to_bf16(x, out=bf16)",
+            lambda: stochastic_round_to_bf16(x, generator, out=existing),
+        ),
+    ]
+    for _ in range(max(1, args.warmup)):
+        for _, _, cast in casts:
             cast()
-        seconds = median_seconds(cast, device, args.steps, args.repeat)
-        baseline = baseline or seconds
+    works = [cast for _, _, cast in casts]
+    timings = round_robin(works, device, max(steps, 3), CAST_REPEAT_FACTOR * args.repeat)
+    print(
+        f"{'fp32 -> bf16 cast':<39} {'ms':>8} {'GB/s':>6} {'Gelem/s':>8} {'x plain':>8} "
+        f"{'cpu ms':>8} {'x plain':>8}"
+    )
+    plain: dict[str, Timing] = {}
+    for (kind, label, _), timing in zip(casts, timings, strict=True):
+        base = plain.setdefault(kind, timing)
         print(
-            f"{label:<36} {seconds * 1000:9.2f} {x.nbytes / seconds / 1e9:7.2f} "
-            f"{seconds / baseline:8.2f}"
+            f"{label:<39} {timing.wall * 1000:8.2f} {x.nbytes / timing.wall / 1e9:6.2f} "
+            f"{count / timing.wall / 1e9:8.3f} {timing.wall / base.wall:8.2f} "
+            f"{timing.cpu * 1000:8.2f} {timing.cpu / base.cpu:8.2f}"
         )
+    print(f"(load average {load()})")
+
+
+@dataclass(frozen=True)
+class Args:
+    sizes: tuple[int, ...]
+    layers: int
+    steps: int | None
+    warmup: int
+    repeat: int
+
+
+def steps_for(count: int, args: Args) -> int:
+    """Timed steps per repeat: `--steps`, else 10 at 10M params, fewer (>= 3) for more."""
+    if args.steps is not None:
+        return args.steps
+    return max(MIN_STEPS, round(STEPS_AT_10M * 10_000_000 / count))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--params", type=int, default=10_000_000)
+    parser.add_argument("--params", type=int, nargs="+", help="parameter counts (10M and 100M)")
+    parser.add_argument("--quick", action="store_true", help="1M and 4M params instead")
     parser.add_argument("--layers", type=int, default=3, help="6 Linear weights per layer")
-    parser.add_argument("--steps", type=int, default=10, help="timed steps per repeat")
-    parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
+    parser.add_argument("--steps", type=int, help="timed steps per repeat (default: by size)")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps first")
     parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
-    if args.params < 1 or args.layers < 1 or args.steps < 1 or args.repeat < 1 or args.warmup < 0:
+    parser.add_argument("--threads", type=int, help="torch.set_num_threads (default: torch's)")
+    namespace = parser.parse_args()
+    sizes = tuple(namespace.params or (QUICK_SIZES if namespace.quick else FULL_SIZES))
+    args = Args(sizes, namespace.layers, namespace.steps, namespace.warmup, namespace.repeat)
+    if (
+        min(sizes) < 1
+        or args.layers < 1
+        or (args.steps is not None and args.steps < 1)
+        or args.repeat < 1
+        or args.warmup < 0
+    ):
         parser.error("--params, --layers, --steps and --repeat must be >= 1, --warmup >= 0")
+    if namespace.threads is not None:
+        torch.set_num_threads(namespace.threads)
 
-    tensor_shapes = shapes(args.params, args.layers)
-    count = sum(math.prod(shape) for shape in tensor_shapes)
     devices = [torch.device("cpu")]
     if torch.cuda.is_available():
         devices.append(torch.device("cuda"))
     print(
-        f"torch {torch.__version__}, threads: {torch.get_num_threads()}, "
-        f"devices: {', '.join(str(device) for device in devices)}"
+        f"torch {torch.__version__}, threads: {torch.get_num_threads()}, cores: {os.cpu_count()}, "
+        f"devices: {', '.join(str(device) for device in devices)}, load average: {load()}"
     )
-    largest = max(tensor_shapes, key=math.prod)
     print(
-        f"params: {count:,} in {len(tensor_shapes)} tensors (largest {largest}), "
-        f"steps {args.steps} x repeat {args.repeat} (median), warmup {args.warmup}"
+        f"medians of {args.repeat} turns (casts: {CAST_REPEAT_FACTOR * args.repeat}), candidates "
+        f"timed in turns; warmup {args.warmup}; cpu ms = process CPU time, all threads"
     )
     for device in devices:
         name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-        print(f"\n== device: {device} ({name})")
-        bench_optimizers(device, tensor_shapes, count, args)
-        print()
-        bench_cast(device, count, args)
+        for total in args.sizes:
+            tensor_shapes = shapes(total, args.layers)
+            count = sum(math.prod(shape) for shape in tensor_shapes)
+            steps = steps_for(count, args)
+            largest = max(tensor_shapes, key=math.prod)
+            print(
+                f"\n== device: {device} ({name}), params: {count:,} in {len(tensor_shapes)} "
+                f"tensors (largest {largest}), {steps} timed steps per repeat"
+            )
+            bench_optimizers(device, tensor_shapes, count, steps, args)
+            print()
+            bench_cast(device, count, steps, args)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from torch import nn
 from torch.optim import Optimizer
 
 from xlamigrate.runtime import AdamW_FP32ParamsCopy, FP32ParamsCopy, StochasticRoundingOptimizer
+from xlamigrate.runtime.rounding import is_bf16_rounding_of
 
 Wrapper = Callable[[Optimizer], Optimizer]
 WRAPPERS: dict[str, Wrapper] = {
@@ -452,3 +453,115 @@ def test_stochastic_rounding_optimizer_keeps_no_fp32_copy_between_steps() -> Non
     held = sum(t.nbytes for t in inner_state_tensors(optimizer))
     count = sum(p.numel() for p in model.parameters())
     assert held == 8 * count  # exp_avg and exp_avg_sq in fp32, nothing else
+
+
+# --- the per-step work: fp32 gradients, write-back into the parameters' storage ---------------
+
+
+def wide_bf16_model(seed: int = 0) -> nn.Module:
+    """Large enough (> 4096 elements per weight) for the chunked CPU rounding path."""
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(256, 64), nn.Tanh(), nn.Linear(64, 1)).to(torch.bfloat16)
+
+
+def wide_batch(step: int) -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(2000 + step)
+    x = torch.randn(32, 256, generator=generator)
+    return x.to(torch.bfloat16), x[:, :4].sum(dim=1, keepdim=True).to(torch.bfloat16)
+
+
+@pytest.mark.parametrize("name", WRAPPERS)
+def test_steps_write_into_the_existing_parameter_storage_and_keep_no_fp32_grads(name: str) -> None:
+    model = wide_bf16_model()
+    optimizer = WRAPPERS[name](torch.optim.AdamW(model.parameters(), lr=1e-2, foreach=True))
+    storage = [p.data_ptr() for p in model.parameters()]
+    for step in range(3):
+        x, y = wide_batch(step)
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(x).float(), y.float()).backward()
+        optimizer.step()
+    assert [p.data_ptr() for p in model.parameters()] == storage
+    assert all(p.dtype == torch.bfloat16 for p in model.parameters())
+    if isinstance(optimizer, FP32ParamsCopy):
+        assert all(m.grad is None for m in optimizer.master_params())  # 16 bytes/param held
+        for param, master in zip(model.parameters(), optimizer.master_params(), strict=True):
+            assert bool(is_bf16_rounding_of(param, master).all())
+            if name == "masters-nearest":
+                assert torch.equal(param, master.to(torch.bfloat16))
+
+
+def test_stochastic_write_back_rounds_each_large_parameter_both_ways() -> None:
+    """The masters' updates are far below a bf16 ulp: nearest rounding would write every
+    parameter back unchanged, stochastic rounding moves some of them up and some down."""
+    model = wide_bf16_model()
+    optimizer = FP32ParamsCopy(
+        torch.optim.SGD(model.parameters(), lr=1e-5), stochastic_rounding=True
+    )
+    x, y = wide_batch(0)
+    nn.functional.mse_loss(model(x).float(), y.float()).backward()
+    optimizer.step()
+    weight, master = model[0].weight, optimizer.master_params()[0]
+    away = weight.float() != master.to(torch.bfloat16).float()
+    assert 0 < int(away.sum()) < weight.numel()
+    assert bool(is_bf16_rounding_of(weight, master).all())
+
+
+def test_non_contiguous_bf16_parameters_are_written_back() -> None:
+    weight = nn.Parameter(torch.randn(64, 128).to(torch.bfloat16).t())  # a transposed view
+    assert not weight.is_contiguous()
+    for stochastic in (False, True):
+        optimizer = FP32ParamsCopy(
+            torch.optim.SGD([weight], lr=0.1), stochastic_rounding=stochastic
+        )
+        weight.grad = torch.ones_like(weight)
+        optimizer.step()
+        master = optimizer.master_params()[0]
+        assert bool(is_bf16_rounding_of(weight, master).all())
+        assert not weight.is_contiguous()
+
+
+@pytest.mark.parametrize("name", WRAPPERS)
+def test_kept_fp32_grad_buffers_train_bit_for_bit_like_fresh_ones(name: str) -> None:
+    """keep_fp32_grads trades 4 bytes per parameter at rest for no allocation per step: the
+    same buffers every step, never left on the fp32 tensors, and the very same training."""
+    runs = {}
+    for keep in (False, True):
+        model = wide_bf16_model()
+        inner = torch.optim.AdamW(model.parameters(), lr=1e-2, foreach=True)
+        if name == "states-stochastic":
+            optimizer: Any = StochasticRoundingOptimizer(inner, keep_fp32_grads=keep)
+        else:
+            optimizer = FP32ParamsCopy(
+                inner, stochastic_rounding=name.endswith("stochastic"), keep_fp32_grads=keep
+            )
+        buffers = []
+        for step in range(4):
+            x, y = wide_batch(step)
+            optimizer.zero_grad()
+            nn.functional.mse_loss(model(x).float(), y.float()).backward()
+            optimizer.step()
+            buffers.append(
+                [grad.data_ptr() for grad in optimizer._kept_grads.values()] if keep else []
+            )
+            assert all(
+                p.grad is None
+                for g in optimizer.optimizer.param_groups
+                for p in g["params"]
+                if p.dtype == torch.float32
+            )
+        if keep:
+            assert len(buffers[0]) == len(list(model.parameters()))
+            assert all(pointers == buffers[0] for pointers in buffers)
+        else:
+            assert optimizer._kept_grads is None
+        runs[keep] = [p.detach().clone() for p in model.parameters()]
+    assert all(torch.equal(a, b) for a, b in zip(runs[False], runs[True], strict=True))
+
+
+def test_adamw_fp32_params_copy_takes_keep_fp32_grads() -> None:
+    model = wide_bf16_model()
+    optimizer = AdamW_FP32ParamsCopy(model.parameters(), lr=1e-2, keep_fp32_grads=True)
+    x, y = wide_batch(0)
+    nn.functional.mse_loss(model(x).float(), y.float()).backward()
+    optimizer.step()
+    assert optimizer._kept_grads is not None and len(optimizer._kept_grads) == 4

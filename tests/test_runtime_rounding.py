@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
+import pytest
 import torch
 
-from xlamigrate.runtime.rounding import is_bf16_rounding_of, stochastic_round_to_bf16
+from xlamigrate.runtime.rounding import (
+    copy_all_stochastically_rounded_,
+    copy_stochastically_rounded_,
+    is_bf16_rounding_of,
+    stochastic_round_to_bf16,
+)
 
 
 def neighbours(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -117,3 +124,141 @@ def test_is_bf16_rounding_of_accepts_both_neighbours_and_rejects_others() -> Non
     assert bool(is_bf16_rounding_of(exact.to(torch.bfloat16), exact).all())
     elsewhere = torch.tensor([1.5, -2.0 + 2**-6, 1.0, -5.0], dtype=torch.bfloat16)
     assert not bool(is_bf16_rounding_of(elsewhere, exact).any())
+
+
+# --- large tensors: the CPU path rounds in cache-sized chunks ----------------------------------
+
+
+@pytest.fixture(params=["default-threads", "one-thread"])
+def intra_op_threads(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The CPU path picks its chunk size by the intra-op thread count: run under both."""
+    before = torch.get_num_threads()
+    if request.param == "one-thread":
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def special_bits(*patterns: int) -> torch.Tensor:
+    return torch.tensor(patterns, dtype=torch.int64).to(torch.int32).view(torch.float32)
+
+
+@pytest.mark.usefixtures("intra_op_threads")
+def test_large_tensors_round_between_neighbours_and_keep_specials_in_every_chunk() -> None:
+    generator = torch.Generator().manual_seed(11)
+    count = 4 * 131_072 + 1234  # several chunks of either size, and a partial last one
+    x = torch.randn(count, generator=generator) * torch.logspace(-30, 30, count)
+    nans = [0x7F800001, 0x7FFFFFFF, 0xFFFFFFFF, 0xFF800001]  # payloads low, high, negative
+    nan_at = torch.tensor([40_000, 300_000, count - 2, count - 1])
+    x[nan_at] = special_bits(*nans)
+    x[[5, 200_000, count - 3]] = torch.tensor([float("inf"), float("-inf"), -0.0])
+    rounded = stochastic_round_to_bf16(x, generator).to(torch.float32)
+    assert bool(rounded[nan_at].isnan().all())
+    assert rounded[5].item() == float("inf") and rounded[200_000].item() == float("-inf")
+    assert rounded[count - 3].item() == 0.0 and math.copysign(1.0, rounded[count - 3].item()) < 0
+    finite = ~x.isnan()
+    down, up = neighbours(x[finite])
+    assert bool(((rounded[finite] == down) | (rounded[finite] == up)).all())
+
+
+@pytest.mark.usefixtures("intra_op_threads")
+def test_large_tensors_are_unbiased_and_their_noise_is_not_shared_between_elements() -> None:
+    """A value halfway between two bf16 values rounds up for noise >= 2**15. Elements any
+    distance apart (inside a chunk, one or several chunks apart) must decide independently:
+    agreeing half of the time, where noise shared or XOR-ed with one key per chunk would make
+    them agree always or never."""
+    count = 8 * 131_072
+    halfway = 1.0 + 2.0**-8  # 1 and 1 + 2**-7 are neighbouring bf16 values
+    x = torch.full((count,), halfway)
+    up = stochastic_round_to_bf16(x, torch.Generator().manual_seed(12)).to(torch.float32) > 1.0
+    bound = 5 * 0.5 / math.sqrt(count // 2)
+    assert abs(up.double().mean().item() - 0.5) < bound
+    for distance in (1, 4095, 4096, 16_384, 32_760, 65_520, 131_072, 3 * 131_072):
+        agree = (up[:-distance] == up[distance:]).double().mean().item()
+        assert abs(agree - 0.5) < bound, distance
+
+
+@pytest.mark.usefixtures("intra_op_threads")
+def test_large_tensors_are_reproducible_with_a_generator() -> None:
+    x = torch.randn(300_000)
+    first = stochastic_round_to_bf16(x, torch.Generator().manual_seed(7))
+    second = stochastic_round_to_bf16(x, torch.Generator().manual_seed(7))
+    other = stochastic_round_to_bf16(x, torch.Generator().manual_seed(8))
+    assert torch.equal(first, second)
+    assert not torch.equal(first, other)
+
+
+@pytest.mark.parametrize("count", [1000, 100_000])
+def test_out_receives_the_same_rounding_in_place(count: int) -> None:
+    x = torch.randn(count // 100, 100)
+    out = torch.empty_like(x, dtype=torch.bfloat16)
+    returned = stochastic_round_to_bf16(x, torch.Generator().manual_seed(3), out=out)
+    assert returned is out
+    assert torch.equal(out, stochastic_round_to_bf16(x, torch.Generator().manual_seed(3)))
+
+
+def test_out_must_be_a_contiguous_bf16_tensor_of_the_same_shape() -> None:
+    x = torch.randn(8, 4)
+    for wrong in (
+        torch.empty(8, 4),  # float32
+        torch.empty(4, 8, dtype=torch.bfloat16),
+        torch.empty(4, 8, dtype=torch.bfloat16).t(),  # right shape, not contiguous
+    ):
+        with pytest.raises(ValueError, match="contiguous bfloat16"):
+            stochastic_round_to_bf16(x, out=wrong)
+
+
+def test_non_contiguous_and_empty_inputs() -> None:
+    x = torch.randn(300, 200).t()
+    rounded = stochastic_round_to_bf16(x, torch.Generator().manual_seed(4))
+    assert rounded.shape == x.shape and rounded.dtype == torch.bfloat16
+    down, up = neighbours(x.contiguous())
+    assert bool(((rounded.float() == down) | (rounded.float() == up)).all())
+    empty = stochastic_round_to_bf16(torch.empty(0, 3))
+    assert empty.shape == (0, 3) and empty.dtype == torch.bfloat16
+
+
+def test_copy_stochastically_rounded_writes_into_any_bf16_destination() -> None:
+    source = torch.randn(64, 32)
+    for destination in (torch.empty(64, 32, dtype=torch.bfloat16), torch.empty(32, 64).t()):
+        storage = destination.data_ptr()
+        copy_stochastically_rounded_(destination, source, torch.Generator().manual_seed(5))
+        assert destination.data_ptr() == storage
+        down, up = neighbours(source)
+        written = destination.float()
+        assert bool(((written == down) | (written == up)).all())
+
+
+def test_copy_all_rounds_many_tensors_with_shared_draws_and_independent_noise() -> None:
+    """An optimizer's write-back rounds all its parameters in one call: tensors of any size and
+    layout, sharing the random buffers, still each get their own independent noise."""
+    halfway = 1.0 + 2.0**-8
+    sizes = (1, 7, 5000, 40_000, 70_000, 200_000)
+    sources = [torch.full((n,), halfway) for n in sizes] + [torch.randn(300, 200)]
+    sources[-1][17, 3] = special_bits(0x7F800001)[0]  # a NaN that truncation would make inf
+    destinations = [torch.empty(n, dtype=torch.bfloat16) for n in sizes]
+    destinations.append(torch.empty(200, 300, dtype=torch.bfloat16).t())  # not contiguous
+
+    def run(seed: int) -> list[torch.Tensor]:  # bit patterns: NaN == NaN
+        copy_all_stochastically_rounded_(destinations, sources, torch.Generator().manual_seed(seed))
+        return [d.clone().view(torch.int16) for d in destinations]
+
+    first = run(21)
+    assert all(torch.equal(a, b) for a, b in zip(first, run(21), strict=True))
+    assert any(not torch.equal(a, b) for a, b in zip(first, run(22), strict=True))
+    run(21)
+    for destination, source in zip(destinations, sources, strict=True):
+        finite = ~source.isnan()
+        down, up = neighbours(source[finite])
+        written = destination.float()[finite]
+        assert bool(((written == down) | (written == up)).all())
+    assert math.isnan(destinations[-1][17, 3].item())
+    ups = [d.float() > 1.0 for d in destinations[2:-1]]
+    bound = 5 * 0.5 / math.sqrt(5000)
+    for index, a in enumerate(ups):
+        assert abs(a.double().mean().item() - 0.5) < 5 * 0.5 / math.sqrt(a.numel())
+        for b in ups[index + 1 :]:  # the same offsets in two tensors decide independently
+            agree = (a[:5000] == b[:5000]).double().mean().item()
+            assert abs(agree - 0.5) < bound

@@ -6,40 +6,108 @@ pattern and truncating the low 16 bits rounds away from zero with probability
 negative numbers too; inf and -0 come out unchanged, NaN stays NaN, and bf16 denormals are
 reached like any other grid point. Finite values beyond the largest bf16 round up to inf with
 the same probability rule (round-to-nearest sends most of them to inf as well).
+
+Where the noise comes from depends on the device, not the rule above:
+
+* on CPU, drawing 16 random bits per element from the generator (a serial Mersenne Twister,
+  ~1.2 ns per element) would cost several times the cast itself. The tensor is processed in
+  chunks that stay in cache. The noise of a chunk is the XOR of two cyclic buffers of
+  independent 16-bit draws (chunk-many, and an eighth of that), each read from an offset
+  drawn for the chunk; the two offsets differ by a different amount in every chunk of a lap
+  (size/8 chunks, then fresh buffers; a lap's first chunk reads the first buffer alone). So
+  no two noises share both of their draws: every noise is exactly uniform, noises within a
+  chunk are mutually independent, any two noises are independent, and expectations and
+  variances of sums of roundings are those of fully independent rounding. Each call draws
+  fresh buffers, so calls (steps) are independent; one call can round many tensors
+  (`copy_all_stochastically_rounded_`, an optimizer's write-back) for the cost of one draw;
+* elsewhere (XLA, CUDA) a whole-tensor draw from the device RNG, which is cheap there; XLA
+  fuses the few elementwise operations into one kernel.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import torch
 
 _LOW_BITS = 1 << 16
 _HIGH_MASK = -_LOW_BITS  # 0xFFFF0000 as a signed int32
+# ATen runs an elementwise kernel on one thread below 32768 elements. Chunks just under that
+# never wait for a second OpenMP thread: on an oversubscribed host a chunk loop of parallel
+# kernels was measured 3-10x slower than the same loop on one thread.
+_CHUNK = 32760  # and a multiple of 8: see `period` below
+_CHUNK_ONE_THREAD = 1 << 17  # with one intra-op thread: fewer calls, draws still cheap
+_SMALL = 4096  # up to this many elements, the whole-tensor form is cheaper on CPU too
+_HIGH_MASK_TENSOR = torch.tensor(_HIGH_MASK, dtype=torch.int32, device="cpu")  # no per-call wrap
 
 
 def stochastic_round_to_bf16(
-    tensor: torch.Tensor, generator: torch.Generator | None = None
+    tensor: torch.Tensor,
+    generator: torch.Generator | None = None,
+    *,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """A bf16 copy of an fp32 tensor, each element rounded up or down at random, unbiased.
 
-    `generator` makes the draw reproducible; it must live on the tensor's device.
+    `generator` makes the draw reproducible; it must live on the tensor's device. `out`, a
+    contiguous bf16 tensor of the same shape and device, receives the result in place (saves
+    allocating, e.g. when writing into a bf16 parameter).
     """
     if tensor.dtype != torch.float32:
         raise TypeError(f"stochastic rounding takes float32, got {tensor.dtype}")
-    noise = torch.randint(
-        0, _LOW_BITS, tensor.shape, dtype=torch.int32, device=tensor.device, generator=generator
-    )
-    bits = tensor.view(torch.int32) + noise
-    rounded = (bits & _HIGH_MASK).view(torch.float32).to(torch.bfloat16)
-    # A NaN whose payload sits only in the low bits would otherwise truncate to inf.
-    return torch.where(torch.isnan(tensor), tensor.to(torch.bfloat16), rounded)
+    if out is not None:
+        _check_out(out, tensor)
+    source = tensor.detach()
+    with torch.no_grad():  # `out` may be a parameter
+        if source.device.type != "cpu" or source.numel() <= _SMALL:
+            # Off CPU the device RNG is cheap; on CPU, so are a few thousand draws.
+            rounded = _round_whole(source, generator)
+            return rounded if out is None else out.copy_(rounded)
+        result = torch.empty(source.shape, dtype=torch.bfloat16) if out is None else out
+        _round_in_chunks([(source.reshape(-1), result.view(-1))], generator)
+        return result
 
 
 def copy_stochastically_rounded_(
     destination: torch.Tensor, source: torch.Tensor, generator: torch.Generator | None = None
 ) -> torch.Tensor:
     """Writes fp32 `source` into bf16 `destination` in place, stochastically rounded."""
+    copy_all_stochastically_rounded_([destination], [source], generator)
+    return destination
+
+
+def copy_all_stochastically_rounded_(
+    destinations: Sequence[torch.Tensor],
+    sources: Sequence[torch.Tensor],
+    generator: torch.Generator | None = None,
+) -> None:
+    """`copy_stochastically_rounded_` for each pair, as one draw: on CPU the tensors share the
+    random buffers, so that many small tensors (an optimizer's parameters) cost no more
+    draws than one large one."""
     with torch.no_grad():
-        return destination.copy_(stochastic_round_to_bf16(source, generator))
+        chunked: list[tuple[torch.Tensor, torch.Tensor]] = []
+        staged: list[tuple[torch.Tensor, torch.Tensor]] = []
+        for destination, source in zip(destinations, sources, strict=True):
+            if source.dtype != torch.float32:
+                raise TypeError(f"stochastic rounding takes float32, got {source.dtype}")
+            if (
+                source.device.type != "cpu"
+                or destination.device != source.device
+                or destination.shape != source.shape  # copy_ broadcasts
+            ):
+                destination.copy_(_round_whole(source.detach(), generator))
+                continue
+            if source.numel() == 0:
+                continue
+            target = destination
+            if destination.dtype != torch.bfloat16 or not destination.is_contiguous():
+                target = torch.empty(source.shape, dtype=torch.bfloat16)
+                staged.append((destination, target))
+            chunked.append((source.detach().reshape(-1), target.view(-1)))
+        if chunked:
+            _round_in_chunks(chunked, generator)
+        for destination, target in staged:
+            destination.copy_(target)
 
 
 def is_bf16_rounding_of(rounded: torch.Tensor, exact: torch.Tensor) -> torch.Tensor:
@@ -56,3 +124,84 @@ def is_bf16_rounding_of(rounded: torch.Tensor, exact: torch.Tensor) -> torch.Ten
     away_from_zero = toward_zero + _LOW_BITS  # sign-magnitude: the next bf16 magnitude
     nan_both = torch.isnan(exact) & torch.isnan(rounded)
     return (written == toward_zero) | (written == away_from_zero) | nan_both
+
+
+def _check_out(out: torch.Tensor, tensor: torch.Tensor) -> None:
+    if (
+        out.dtype != torch.bfloat16
+        or out.shape != tensor.shape
+        or out.device != tensor.device
+        or not out.is_contiguous()
+    ):
+        raise ValueError(
+            f"out must be a contiguous bfloat16 tensor of shape {tuple(tensor.shape)} on "
+            f"{tensor.device}, got {out.dtype} {tuple(out.shape)} on {out.device}"
+        )
+
+
+def _round_whole(tensor: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """The device-agnostic form: one noise tensor from the device RNG, masks only (no `>>`)."""
+    noise = torch.randint(
+        0, _LOW_BITS, tensor.shape, dtype=torch.int32, device=tensor.device, generator=generator
+    )
+    bits = tensor.view(torch.int32) + noise
+    rounded = (bits & _HIGH_MASK).view(torch.float32).to(torch.bfloat16)
+    # A NaN whose payload sits only in the low bits would otherwise truncate to inf.
+    return torch.where(torch.isnan(tensor), tensor.to(torch.bfloat16), rounded)
+
+
+def _round_in_chunks(
+    pairs: list[tuple[torch.Tensor, torch.Tensor]], generator: torch.Generator | None
+) -> None:
+    """The CPU form: rounds each flat fp32 tensor into its flat contiguous bf16 tensor, chunk by
+    chunk while the chunk is in cache: noise from two rotated draw buffers, add, mask, cast."""
+    longest = max(source.numel() for source, _ in pairs)  # every tensor holds elements
+    chunk = _CHUNK if torch.get_num_threads() > 1 else _CHUNK_ONE_THREAD
+    size = min(chunk, -(-longest // 8) * 8)  # chunks of the tensors, and the buffers' length
+    period = size // 8  # the second buffer's length: divides `size`
+    pieces: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+    for source, result in pairs:
+        splits = list(range(size, source.numel(), size))
+        pieces += zip(
+            source.tensor_split(splits),
+            source.view(torch.int32).tensor_split(splits),
+            result.tensor_split(splits),
+            strict=True,
+        )
+    rotations = torch.randint(0, size, (len(pieces),), generator=generator).tolist()
+    maxima = torch.empty(len(pieces))  # NaN-propagating maxima: which chunks hold a NaN
+    work = torch.empty(size, dtype=torch.int32)
+    first = second = work  # the buffers, drawn afresh for every lap of `period` chunks
+    for index, ((values, bits, rounded), one, maximum) in enumerate(
+        zip(pieces, rotations, maxima.unbind(), strict=True)
+    ):
+        length = values.numel()
+        summed = work if length == size else work[:length]
+        turn = index % period  # the chunk's place in its lap
+        if turn == 0:  # a new lap: its first chunk takes the new first buffer as it is
+            first = _cyclic_draws(size, size, generator)
+            torch.add(first[:length], bits, out=summed)
+        else:
+            if turn == 1:
+                second = _cyclic_draws(period, size, generator)
+            # The offsets into the two buffers differ by `turn` modulo the second buffer's
+            # length, which divides `size`: no two noises of a lap pair the same two draws.
+            two = (one - turn) % period
+            torch.bitwise_xor(first[one : one + length], second[two : two + length], out=summed)
+            summed.add_(bits)
+        summed.bitwise_and_(_HIGH_MASK_TENSOR)
+        rounded.copy_(summed.view(torch.float32))  # exact: the low 16 bits are zero
+        torch.amax(values, 0, out=maximum)
+    for index in torch.nonzero(maxima.isnan()).flatten().tolist():
+        # A NaN whose payload sits only in the low bits would otherwise truncate to inf.
+        values, _, rounded = pieces[index]
+        rounded.copy_(torch.where(torch.isnan(values), values.to(torch.bfloat16), rounded))
+
+
+def _cyclic_draws(count: int, window: int, generator: torch.Generator | None) -> torch.Tensor:
+    """`count` independent uniform integers in [0, 65536) as int32, four per 64-bit draw,
+    repeated so that any `window` consecutive ones from any offset are one contiguous slice."""
+    words = torch.empty(-(-count // 4), dtype=torch.int64)
+    words.random_(-(1 << 63), None, generator=generator)  # all 64 bits random
+    draws = words.view(torch.uint16)[:count].to(torch.int32)  # zero-extended: [0, 65536)
+    return draws.repeat(-(-(count + window - 1) // count))[: count + window - 1]
