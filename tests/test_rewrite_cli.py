@@ -19,6 +19,7 @@ import xlamigrate
 from tests.conftest import FIXTURES
 from tests.test_cli import run_cli, write_files
 from xlamigrate.catalogue import Catalogue
+from xlamigrate.engine import _POOL_MIN_BYTES
 from xlamigrate.python.scan import scan_python
 from xlamigrate.report.json_format import finding_json
 
@@ -650,10 +651,13 @@ def test_a_mixed_folder_gives_the_same_result_with_jobs_1_and_jobs_2(tmp_path: P
         "pkg2/broken.py": 'print "XLA_USE_BF16"\n',
     }
     files: dict[str, str | bytes] = {
-        f"pkg{n % 3}/{case}.py": fixture(mode, case, "in") for n, case in enumerate(cases)
+        f"{folder}{n % 3}/{case}.py": fixture(mode, case, "in")
+        for n, case in enumerate(cases)
+        for folder in ("pkg", "copy")
     }
+    # enough to parse for the engine to start a pool
+    assert sum(len(data) for data in files.values()) >= _POOL_MIN_BYTES
     files.update(untouched)
-    assert len(cases) >= 8  # enough flagged files for the engine to start a pool
     serial, parallel = tmp_path / "serial", tmp_path / "parallel"
     write_files(serial, files)
     write_files(parallel, files)
@@ -666,13 +670,14 @@ def test_a_mixed_folder_gives_the_same_result_with_jobs_1_and_jobs_2(tmp_path: P
         k: v[0] for k, v in snapshot(parallel).items()
     }
     for n, case in enumerate(cases):
-        assert (parallel / f"pkg{n % 3}" / f"{case}.py").read_bytes() == fixture(
-            mode, case, "out"
-        ), case
+        for folder in ("pkg", "copy"):
+            assert (parallel / f"{folder}{n % 3}" / f"{case}.py").read_bytes() == fixture(
+                mode, case, "out"
+            ), case
     for name, content in untouched.items():
         assert (parallel / name).read_text() == content, name
     document = json.loads(two.stdout)
-    assert document["files_scanned"] == len(cases) + 3
+    assert document["files_scanned"] == 2 * len(cases) + 3
     assert [e["path"] for e in document["errors"]] == ["pkg2/broken.py"]
 
 

@@ -6,6 +6,7 @@ passes the prefilter, so a scan of files that never mention a flag never loads t
 
 from __future__ import annotations
 
+import importlib
 import multiprocessing
 import os
 import re
@@ -23,8 +24,9 @@ from xlamigrate.discover import Discovery, SourceFile, discover
 from xlamigrate.model import FileError, FileResult, RewriteOutcome, RewriteReport, ScanReport
 from xlamigrate.nesting import nesting_error
 
-# Below this many files to parse, a pool's start-up costs more than it saves.
-_POOL_THRESHOLD = 8
+# A pool's start-up (~50-90 ms: fork, imports first used in each worker, pickling) pays off
+# once the files to parse hold this many bytes: libcst analyses some 40-80 KB/s per core.
+_POOL_MIN_BYTES = 16 * 1024
 _Result = TypeVar("_Result")
 
 
@@ -65,7 +67,8 @@ def scan_paths(
     enabled = catalogue.select(settings.select, settings.ignore)
     work, unreadable = _flagged_files(discovery, catalogue)
     task = partial(_scan_job, catalogue=catalogue, enabled=enabled)
-    results = [FileResult(e.path, errors=(e,)) for e in unreadable] + _run(work, task, jobs)
+    scanned = _run(work, task, jobs, "xlamigrate.python.scan")
+    results = [FileResult(e.path, errors=(e,)) for e in unreadable] + scanned
     return _report(len(discovery.files), len(work), results)
 
 
@@ -85,7 +88,8 @@ def rewrite_paths(
     task = partial(
         _rewrite_job, catalogue=catalogue, enabled=enabled, mode=mode, unsafe_fixes=unsafe_fixes
     )
-    outcomes = sorted(_run(work, task, jobs), key=lambda outcome: outcome.path)
+    planned = _run(work, task, jobs, "xlamigrate.python.rewrite")
+    outcomes = sorted(planned, key=lambda outcome: outcome.path)
     errors = [*unreadable, *(e for outcome in outcomes for e in outcome.errors)]
     return RewriteReport(
         files_scanned=len(discovery.files),
@@ -120,13 +124,17 @@ def _read(source: SourceFile) -> bytes | FileError:
         return FileError(source.display, None, f"could not read: {reason}")
 
 
-def _run(work: list[_Job], task: Callable[[_Job], _Result], jobs: int | None) -> list[_Result]:
+def _run(
+    work: list[_Job], task: Callable[[_Job], _Result], jobs: int | None, preload: str
+) -> list[_Result]:
+    """`task` of every job: in this process, or in a pool when there is enough to parse.
+    `preload` is the module the task needs, imported once before forking the workers."""
     workers = min(jobs or os.cpu_count() or 1, len(work))
-    if workers <= 1 or len(work) < _POOL_THRESHOLD:
+    if workers <= 1 or sum(len(job.data) for job in work) < _POOL_MIN_BYTES:
         return [task(job) for job in work]
     context = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
     if context.get_start_method() == "fork":
-        import xlamigrate.python.rewrite  # noqa: F401  # loaded once here, inherited by workers
+        importlib.import_module(preload)  # loaded once here, inherited by the workers
     chunksize = max(1, len(work) // (workers * 4))
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
         return list(pool.map(task, work, chunksize=chunksize))

@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
-import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from xlamigrate.catalogue import Catalogue
@@ -30,7 +29,7 @@ from xlamigrate.python.literals import string_value
 from xlamigrate.python.parse import parse_python
 from xlamigrate.python.plan import Plan, apply_plan
 from xlamigrate.python.scan import reported
-from xlamigrate.python.training import TrainingScript, code_of
+from xlamigrate.python.training import TrainingScript, code_of, collect_nodes
 
 MODES = ("full-bf16", "fp32-copy", "autocast")
 RUNTIME = "xlamigrate.runtime"
@@ -358,7 +357,7 @@ class _Planner:
     def _nameable(self, model: cst.BaseExpression, at: cst.CSTNode) -> bool:
         """Whether code at `at` can name the module `model` names (not a comprehension's or a
         lambda's variable; not a call, which would build another one)."""
-        if m.findall(model, m.Call()):
+        if any(True for _ in collect_nodes(model, cst.Call)):
             return False
         return expressible_at(self.script, model, model, at)
 

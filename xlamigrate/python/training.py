@@ -58,7 +58,7 @@ class TrainingScript:
         self.module = wrapper.module
         self.parents = wrapper.resolve(ParentNodeProvider)
         self.scopes = wrapper.resolve(ScopeProvider)
-        self._calls = list(_collect(self.module, cst.Call))
+        self._calls = list(collect_nodes(self.module, cst.Call))
 
     # -- navigation ------------------------------------------------------------------------------
 
@@ -135,7 +135,7 @@ class TrainingScript:
             sources.extend(self._assigned_values(params))
         receivers: dict[str, cst.BaseExpression] = {}
         for source in sources:
-            for call in _collect(source, cst.Call):
+            for call in collect_nodes(source, cst.Call):
                 func = call.func
                 if isinstance(func, cst.Attribute) and func.attr.value in (
                     "parameters",
@@ -262,7 +262,7 @@ class TrainingScript:
         return any(
             self._is_autocast_with(with_node)
             for statement in statements
-            for with_node in _collect(statement, cst.With)
+            for with_node in collect_nodes(statement, cst.With)
         )
 
     def _is_autocast_with(self, node: cst.With) -> bool:
@@ -287,7 +287,7 @@ class TrainingScript:
         ]
 
 
-def _collect(root: cst.CSTNode, kind: type[_NodeT]) -> Iterator[_NodeT]:
+def collect_nodes(root: cst.CSTNode, kind: type[_NodeT]) -> Iterator[_NodeT]:
     """Every node of a kind below `root` (root included), in source order."""
     found: list[_NodeT] = []
 
@@ -330,23 +330,23 @@ def _is_bf16(expression: cst.BaseExpression) -> bool:
 
 
 def _assigned_names(statement: cst.CSTNode) -> set[str]:
-    targets = [t.target for node in _collect(statement, cst.Assign) for t in node.targets]
-    targets += [node.target for node in _collect(statement, cst.AugAssign)]
-    targets += [node.target for node in _collect(statement, cst.AnnAssign)]
-    return {name.value for target in targets for name in _collect(target, cst.Name)}
+    targets = [t.target for node in collect_nodes(statement, cst.Assign) for t in node.targets]
+    targets += [node.target for node in collect_nodes(statement, cst.AugAssign)]
+    targets += [node.target for node in collect_nodes(statement, cst.AnnAssign)]
+    return {name.value for target in targets for name in collect_nodes(target, cst.Name)}
 
 
 def _read_names(statement: cst.CSTNode) -> set[str]:
-    return {name.value for name in _collect(statement, cst.Name)}
+    return {name.value for name in collect_nodes(statement, cst.Name)}
 
 
 def _calls_backward(statement: cst.CSTNode) -> bool:
     return any(
         isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward"
-        for call in _collect(statement, cst.Call)
+        for call in collect_nodes(statement, cst.Call)
     )
 
 
 def _calls_any(statement: cst.CSTNode, callees: Sequence[str]) -> bool:
     wanted = set(callees) | {f"{callee}.forward" for callee in callees}
-    return any(code_of(call.func) in wanted for call in _collect(statement, cst.Call))
+    return any(code_of(call.func) in wanted for call in collect_nodes(statement, cst.Call))
