@@ -1,7 +1,8 @@
-"""Start-up cost of the CLI where users feel it: `xlamigrate --version`, a scan of one small file,
-and the same scan through the pre-commit hook (`pre-commit run xlamigrate --files one.py`, the
-hook environment installed beforehand, as on every commit after the first). Also lists the
-heaviest imports of a one-file scan. Measures only; asserts no timing.
+"""Start-up cost of the CLI where users feel it: `xlamigrate --version`, a scan of one small file
+without a flag (the common commit: libcst is never imported) and with one, and the latter
+through the pre-commit hook (`pre-commit run xlamigrate --files one.py`, the hook environment
+installed beforehand, as on every commit after the first). Also lists the heaviest imports of
+a one-file scan. Measures only; asserts no timing.
 
     python benchmarks/startup.py [--repeat 7]
 """
@@ -21,6 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = 'import os\n\nos.environ["XLA_USE_BF16"] = "1"\nprint("training")\n'
+CLEAN = 'import os\n\nprint("training")\n'  # no flag named: nothing to parse, libcst not loaded
 HOOK_CONFIG = """repos:
 -   repo: {root}
     rev: {rev}
@@ -54,14 +56,16 @@ def heaviest_imports(cwd: Path, count: int = 8) -> list[tuple[int, str]]:
     return sorted(rows, reverse=True)[:count]
 
 
-def hook_time(folder: Path, repeat: int) -> float | None:
-    """The scan hook on one file through the real pre-commit, or None without git/pre-commit."""
+def hook_times(folder: Path, repeat: int) -> dict[str, float]:
+    """The scan hook on one file through the real pre-commit, and the hook environment's own
+    CLI (its dependencies only: no pydantic for typer to load) on the clean and flagged file;
+    empty without git or pre-commit."""
     if shutil.which("git") is None:
-        return None
+        return {}
     try:
         import pre_commit  # noqa: F401
     except ImportError:
-        return None
+        return {}
     rev = subprocess.run(
         ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout.strip()
@@ -76,7 +80,13 @@ def hook_time(folder: Path, repeat: int) -> float | None:
     env = {**os.environ, "PRE_COMMIT_HOME": str(folder / "home")}
     command = [sys.executable, "-m", "pre_commit", "run", "xlamigrate", "--files", "one.py"]
     subprocess.run(command, cwd=repo, env=env, capture_output=True, check=False)  # installs
-    return timed(command, repo, repeat, env)
+    times = {"pre-commit run xlamigrate --files one.py": timed(command, repo, repeat, env)}
+    for python in sorted((folder / "home").glob("repo*/py_env-*/bin/python"))[:1]:
+        (repo / "clean.py").write_text(CLEAN)
+        for name in ("clean.py", "one.py"):
+            hook_cli = [str(python), "-m", "xlamigrate.cli", "scan", name]
+            times[f"hook env: xlamigrate scan {name}"] = timed(hook_cli, repo, repeat)
+    return times
 
 
 def main() -> None:
@@ -87,20 +97,24 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="xlamigrate-startup-") as scratch:
         folder = Path(scratch)
         (folder / "one.py").write_text(SMALL)
+        (folder / "clean.py").write_text(CLEAN)
         figures = {
             "python -c pass": timed([sys.executable, "-c", "pass"], folder, args.repeat),
             "xlamigrate --version": timed([*cli, "--version"], folder, args.repeat),
-            "xlamigrate scan one.py": timed([*cli, "scan", "one.py"], folder, args.repeat),
+            "xlamigrate scan clean.py (no flag)": timed(
+                [*cli, "scan", "clean.py"], folder, args.repeat
+            ),
+            "xlamigrate scan one.py (a flag)": timed([*cli, "scan", "one.py"], folder, args.repeat),
         }
-        hook = hook_time(folder, args.repeat)
+        hook = hook_times(folder, args.repeat)
         imports = heaviest_imports(folder)
     print(f"median of {args.repeat} runs (python {sys.version.split()[0]}, {os.cpu_count()} CPUs)")
     for label, seconds in figures.items():
         print(f"  {label:<44} {seconds * 1000:7.0f} ms")
-    if hook is None:
+    if not hook:
         print("  pre-commit hook: skipped (needs git and pre-commit)")
-    else:
-        print(f"  {'pre-commit run xlamigrate --files one.py':<44} {hook * 1000:7.0f} ms")
+    for label, seconds in hook.items():
+        print(f"  {label:<44} {seconds * 1000:7.0f} ms")
     print("heaviest top-level imports of `xlamigrate scan one.py` (cumulative):")
     for microseconds, module in imports:
         print(f"  {module:<44} {microseconds / 1000:7.1f} ms")
