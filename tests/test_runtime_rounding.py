@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 import torch
 
+import xlamigrate.runtime.rounding as rounding
 from xlamigrate.runtime.rounding import (
     copy_all_stochastically_rounded_,
     copy_stochastically_rounded_,
@@ -131,7 +132,8 @@ def test_is_bf16_rounding_of_accepts_both_neighbours_and_rejects_others() -> Non
 
 @pytest.fixture(params=["default-threads", "one-thread"])
 def intra_op_threads(request: pytest.FixtureRequest) -> Iterator[None]:
-    """The CPU path picks its chunk size by the intra-op thread count: run under both."""
+    """The chunk loop with one intra-op thread and with several (ATen splits each chunk's
+    kernels over them)."""
     before = torch.get_num_threads()
     if request.param == "one-thread":
         torch.set_num_threads(1)
@@ -262,3 +264,18 @@ def test_copy_all_rounds_many_tensors_with_shared_draws_and_independent_noise() 
         for b in ups[index + 1 :]:  # the same offsets in two tensors decide independently
             agree = (a[:5000] == b[:5000]).double().mean().item()
             assert abs(agree - 0.5) < bound
+
+
+def test_noise_buffers_are_drawn_afresh_every_lap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With 64-element chunks a lap is 8 chunks: over 40 chunks (5 laps, each drawing new
+    buffers) every value still rounds to a neighbour, halfway values go up half the time, and
+    no chunk's 64 roundings repeat those of the chunk a lap before it."""
+    monkeypatch.setattr(rounding, "_CHUNK", 64)
+    halfway = 1.0 + 2**-8  # exactly between two bf16 values
+    x = torch.full((64 * 40,), halfway)
+    rounded = stochastic_round_to_bf16(x, torch.Generator().manual_seed(5))
+    assert bool(is_bf16_rounding_of(rounded, x).all())
+    up = (rounded.float() > halfway).view(40, 64)
+    assert abs(up.float().mean().item() - 0.5) < 5 * 0.5 / math.sqrt(up.numel())
+    for chunk in range(8, 40):
+        assert not torch.equal(up[chunk], up[chunk - 8]), chunk
