@@ -10,7 +10,7 @@ from libcst.metadata import Scope
 
 from xlamigrate.python.envaccess import EnvAccess
 from xlamigrate.python.literals import static_value
-from xlamigrate.python.training import TrainingScript
+from xlamigrate.python.training import TrainingScript, collect_nodes
 
 
 @dataclass(frozen=True)
@@ -98,16 +98,7 @@ def expressible_at(
 
 
 def _suspends(expression: cst.BaseExpression) -> bool:
-    found = False
-
-    class Finder(cst.CSTVisitor):
-        def on_visit(self, node: cst.CSTNode) -> bool:
-            nonlocal found
-            found = found or isinstance(node, (cst.Await, cst.Yield))
-            return not found
-
-    expression.visit(Finder())
-    return found
+    return any(True for kind in (cst.Await, cst.Yield) for _ in collect_nodes(expression, kind))
 
 
 def _scope_of(script: TrainingScript, node: cst.CSTNode) -> Scope | None:

@@ -205,11 +205,7 @@ class TrainingScript:
 
     def backward_calls(self) -> list[cst.Call]:
         """Every `<something>.backward(...)` call."""
-        return [
-            call
-            for call in self._calls
-            if isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward"
-        ]
+        return [call for call in self._calls if _is_backward_call(call)]
 
     def backward_statements(self) -> list[tuple[cst.SimpleStatementLine, str]]:
         """`loss.backward()` statements and the name of the tensor backpropagated."""
@@ -341,10 +337,11 @@ def _read_names(statement: cst.CSTNode) -> set[str]:
 
 
 def _calls_backward(statement: cst.CSTNode) -> bool:
-    return any(
-        isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward"
-        for call in collect_nodes(statement, cst.Call)
-    )
+    return any(_is_backward_call(call) for call in collect_nodes(statement, cst.Call))
+
+
+def _is_backward_call(call: cst.Call) -> bool:
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward"
 
 
 def _calls_any(statement: cst.CSTNode, callees: Sequence[str]) -> bool:
