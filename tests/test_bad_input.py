@@ -30,7 +30,7 @@ from tests.test_cli import found, run_cli, write_files
 from tests.test_rewrite_cli import LATIN1_HEADER, fixture, snapshot
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.config import load_settings
-from xlamigrate.engine import rewrite_paths
+from xlamigrate.engine import rewrite_paths, scan_paths
 from xlamigrate.writer import WriteError, write_atomically
 
 MODES = ("full-bf16", "fp32-copy", "autocast")
@@ -699,6 +699,51 @@ def test_a_read_only_folder_fails_the_write_clearly_or_is_written_by_root(tmp_pa
         assert_no_crash(result, 1)
         assert error_lines(result.stdout)["locked/train.py"].startswith("XM902 could not write: ")
         assert (locked / "train.py").read_bytes() == mlp()
+
+
+def _refuse_listing(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """Makes the folder `name` unlistable for os.walk, as `chmod 000` does for a non-root user."""
+    real_scandir = os.scandir
+
+    def scandir(path: Any = ".") -> Any:
+        if os.path.basename(os.fspath(path)) == name:
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+
+
+def test_a_folder_that_cannot_be_listed_is_reported_and_the_others_are_processed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, catalogue: Catalogue
+) -> None:
+    """os.walk skips a folder it cannot list without a word: its files would go unchecked."""
+    write_files(tmp_path, {"locked/train.py": mlp(), GOOD: mlp()})
+    monkeypatch.chdir(tmp_path)
+    _refuse_listing(monkeypatch, "locked")
+    settings = load_settings([Path(".")], catalogue)
+    scan = scan_paths([Path(".")], settings, catalogue)
+    assert [(e.path, e.line, e.message) for e in scan.errors] == [
+        ("locked", None, "could not read the folder: Permission denied")
+    ]
+    assert [(f.path, f.span.line) for f in scan.findings] == [(GOOD, 5)]
+    rewrite = rewrite_paths([Path(".")], settings, catalogue, "full-bf16")
+    assert [e.path for e in rewrite.errors] == ["locked"]
+    assert [outcome.path for outcome in rewrite.outcomes] == [GOOD]
+
+
+@NOT_AS_ROOT
+def test_an_unlistable_folder_fails_the_run_with_its_path(tmp_path: Path) -> None:
+    write_files(tmp_path, {"locked/train.py": FLAG_WRITE, GOOD: mlp()})
+    (tmp_path / "locked").chmod(0o000)
+    try:
+        for command in ("scan", "rewrite"):
+            result = run_cli(command, cwd=tmp_path)
+            assert_no_crash(result, 1)
+            error = error_lines(result.stdout)["locked"]
+            assert error.startswith("XM901 could not read the folder")
+    finally:
+        (tmp_path / "locked").chmod(0o755)
+    assert (tmp_path / GOOD).read_bytes() == mlp("full-bf16", "out")
 
 
 # --- a file that changes between planning and writing -----------------------------------------

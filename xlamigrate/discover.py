@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -54,6 +54,8 @@ class Discovery:
     files: tuple[SourceFile, ...]
     missing: tuple[str, ...] = ()  # named paths that do not exist
     skipped: tuple[str, ...] = field(default=())  # named files of a kind xlamigrate does not check
+    # folders that could not be listed (display path, reason): their files went unchecked
+    unlisted: tuple[tuple[str, str], ...] = ()
 
 
 def discover(paths: Sequence[Path], settings: Settings) -> Discovery:
@@ -65,12 +67,15 @@ def discover(paths: Sequence[Path], settings: Settings) -> Discovery:
     skipped: list[str] = []
     seen: set[str] = set()
     real_folders: dict[str, str] = {}
+    unlisted: list[OSError] = []
     for given in paths:
         if not given.exists():
             missing.append(str(given))
             continue
         if given.is_dir():
-            candidates: Iterator[str] = _walk(os.path.abspath(given), settings, excludes)
+            candidates: Iterator[str] = _walk(
+                os.path.abspath(given), settings, excludes, unlisted.append
+            )
         elif _excluded(os.path.abspath(given), root, excludes, is_dir=False):
             continue
         elif classify(given) is None:
@@ -89,7 +94,11 @@ def discover(paths: Sequence[Path], settings: Settings) -> Discovery:
             if kind is not None:
                 files.append(SourceFile(path, _display(absolute, cwd), kind))
     files.sort(key=lambda source: source.display)
-    return Discovery(tuple(files), tuple(missing), tuple(skipped))
+    folders = sorted(
+        (_display(os.path.abspath(error.filename), cwd), error.strerror or str(error))
+        for error in unlisted
+    )
+    return Discovery(tuple(files), tuple(missing), tuple(skipped), tuple(folders))
 
 
 def _identity(absolute: str, real_folders: dict[str, str]) -> str:
@@ -159,11 +168,17 @@ def _display(absolute: str, cwd: str) -> str:
     return relative.replace(os.sep, "/")
 
 
-def _walk(top: str, settings: Settings, excludes: pathspec.GitIgnoreSpec) -> Iterator[str]:
-    """Absolute paths of the checkable files below `top`, in a stable order."""
+def _walk(
+    top: str,
+    settings: Settings,
+    excludes: pathspec.GitIgnoreSpec,
+    unlisted: Callable[[OSError], None],
+) -> Iterator[str]:
+    """Absolute paths of the checkable files below `top`, in a stable order; a folder that
+    cannot be listed (no permission) goes to `unlisted` instead of being skipped silently."""
     ignores = _GitIgnores(top) if settings.respect_gitignore else None
     root = str(settings.root)
-    for directory, dirnames, filenames in os.walk(top):
+    for directory, dirnames, filenames in os.walk(top, onerror=unlisted):
         if ignores is not None:
             ignores.enter(directory)
         kept = []

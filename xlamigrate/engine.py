@@ -104,7 +104,10 @@ def _flagged_files(
     """The files that mention a flag (read once), and those that could not be read."""
     prefilter = flag_prefilter(catalogue)
     work: list[_Job] = []
-    unreadable: list[FileError] = []
+    unreadable = [
+        FileError(folder, None, f"could not read the folder: {reason}")
+        for folder, reason in discovery.unlisted
+    ]
     for source in discovery.files:
         read = _read(source)
         if isinstance(read, FileError):
