@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider, ScopeProvider
 
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.findings import manual_finding
@@ -51,6 +51,8 @@ def rewrite_python(
     if isinstance(parsed, FileError):
         return RewriteOutcome(path, data, None, errors=(parsed,))
     wrapper = MetadataWrapper(parsed, unsafe_skip_copy=True)
+    # Resolved together, parents and the expression contexts under scopes share one traversal.
+    wrapper.resolve_many((ScopeProvider, ParentNodeProvider, PositionProvider))
     analysis = analyse_env_accesses(
         wrapper, catalogue.flags, also=(STOCHASTIC_ROUNDING, NEURON_CC_FLAGS)
     )
