@@ -23,15 +23,19 @@ WRAPPERS: dict[str, Wrapper] = {
 }
 
 
-def bf16_mlp(seed: int = 0) -> nn.Module:
+def bf16_mlp(seed: int = 0, width: int = 8, hidden: int = 16) -> nn.Module:
     torch.manual_seed(seed)
-    return nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 1)).to(torch.bfloat16)
+    layers = (nn.Linear(width, hidden), nn.Tanh(), nn.Linear(hidden, 1))
+    return nn.Sequential(*layers).to(torch.bfloat16)
 
 
-def batch(step: int) -> tuple[torch.Tensor, torch.Tensor]:
-    generator = torch.Generator().manual_seed(1000 + step)
-    x = torch.randn(32, 8, generator=generator)
-    return x.to(torch.bfloat16), x.sum(dim=1, keepdim=True).to(torch.bfloat16)
+def batch(
+    step: int, width: int = 8, summed: int = 8, base: int = 1000
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inputs of `width` features; the target is the sum of the first `summed` of them."""
+    generator = torch.Generator().manual_seed(base + step)
+    x = torch.randn(32, width, generator=generator)
+    return x.to(torch.bfloat16), x[:, :summed].sum(dim=1, keepdim=True).to(torch.bfloat16)
 
 
 def train(model: nn.Module, optimizer: Optimizer, steps: range) -> list[float]:
@@ -460,14 +464,11 @@ def test_stochastic_rounding_optimizer_keeps_no_fp32_copy_between_steps() -> Non
 
 def wide_bf16_model(seed: int = 0) -> nn.Module:
     """Large enough (> 4096 elements per weight) for the chunked CPU rounding path."""
-    torch.manual_seed(seed)
-    return nn.Sequential(nn.Linear(256, 64), nn.Tanh(), nn.Linear(64, 1)).to(torch.bfloat16)
+    return bf16_mlp(seed, width=256, hidden=64)
 
 
 def wide_batch(step: int) -> tuple[torch.Tensor, torch.Tensor]:
-    generator = torch.Generator().manual_seed(2000 + step)
-    x = torch.randn(32, 256, generator=generator)
-    return x.to(torch.bfloat16), x[:, :4].sum(dim=1, keepdim=True).to(torch.bfloat16)
+    return batch(step, width=256, summed=4, base=2000)
 
 
 @pytest.mark.parametrize("name", WRAPPERS)
