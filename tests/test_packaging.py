@@ -59,7 +59,7 @@ def test_scanning_a_flagged_file_imports_libcst_but_not_torch(tmp_path: Path) ->
     assert "torch" not in modules
 
 
-def test_wheel_ships_the_rule_catalogue_and_loads_it(tmp_path: Path) -> None:
+def test_wheel_ships_the_rule_catalogue_and_the_rounding_kernel_source(tmp_path: Path) -> None:
     subprocess.run(
         [sys.executable, "-m", "hatchling", "build", "-t", "wheel", "-d", str(tmp_path)],
         cwd=ROOT, check=True, capture_output=True,
@@ -69,6 +69,7 @@ def test_wheel_ships_the_rule_catalogue_and_loads_it(tmp_path: Path) -> None:
     shipped = {Path(name).name for name in names if name.startswith("xlamigrate/rules/")}
     in_repo = {path.name for path in (ROOT / "rules").glob("*.toml")}
     assert shipped == in_repo
+    assert "xlamigrate/runtime/native/stochastic_rounding.c" in names  # built on first use
     # Import straight from the wheel (zipimport), away from the source tree.
     code = (
         "import sys; sys.path.insert(0, sys.argv[1])\n"

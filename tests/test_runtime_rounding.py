@@ -9,12 +9,27 @@ import pytest
 import torch
 
 import xlamigrate.runtime.rounding as rounding
+from tests.conftest import needs_c_compiler
+from xlamigrate.runtime import native
 from xlamigrate.runtime.rounding import (
     copy_all_stochastically_rounded_,
     copy_stochastically_rounded_,
     is_bf16_rounding_of,
     stochastic_round_to_bf16,
 )
+
+
+@pytest.fixture(params=[pytest.param("native", marks=needs_c_compiler), "eager"])
+def rounding_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test runs on both CPU paths: the C kernel, and eager PyTorch (no compiler)."""
+    if request.param == "eager":
+        monkeypatch.setattr(native, "kernel", lambda: None)
+    else:
+        assert native.kernel() is not None, native.describe()
+    return str(request.param)
+
+
+pytestmark = pytest.mark.usefixtures("rounding_path")
 
 
 def neighbours(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -179,7 +194,7 @@ def test_large_tensors_are_unbiased_and_their_noise_is_not_shared_between_elemen
     up = stochastic_round_to_bf16(x, torch.Generator().manual_seed(12)).to(torch.float32) > 1.0
     bound = 5 * 0.5 / math.sqrt(count // 2)
     assert abs(up.double().mean().item() - 0.5) < bound
-    for distance in (1, 4095, 4096, 16_384, 32_760, 65_520, 131_072, 3 * 131_072):
+    for distance in (1, 8, 16, 4095, 4096, 16_384, 32_760, 65_520, 131_072, 3 * 131_072):
         agree = (up[:-distance] == up[distance:]).double().mean().item()
         assert abs(agree - 0.5) < bound, distance
 
@@ -258,6 +273,7 @@ def test_copy_all_rounds_many_tensors_with_shared_draws_and_independent_noise() 
             assert abs(agree - 0.5) < bound
 
 
+@pytest.mark.parametrize("rounding_path", ["eager"], indirect=True)
 def test_noise_buffers_are_drawn_afresh_every_lap(monkeypatch: pytest.MonkeyPatch) -> None:
     """With 64-element chunks a lap is 8 chunks: over 40 chunks (5 laps, each drawing new
     buffers) every value still rounds to a neighbour, halfway values go up half the time, and

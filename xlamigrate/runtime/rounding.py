@@ -9,16 +9,22 @@ the same probability rule (round-to-nearest sends most of them to inf as well).
 
 Where the noise comes from depends on the device, not the rule above:
 
-* on CPU, drawing 16 random bits per element from the generator (a serial Mersenne Twister,
-  ~1.2 ns per element) would cost several times the cast itself. The tensor is processed in
-  chunks that stay in cache. The noise of a chunk is the XOR of two cyclic buffers of
-  independent 16-bit draws (chunk-many, and an eighth of that), each read from an offset
-  drawn for the chunk; the two offsets differ by a different amount in every chunk of a lap
-  (size/8 chunks, then fresh buffers; a lap's first chunk reads the first buffer alone). So
-  no two noises share both of their draws: every noise is exactly uniform, noises within a
-  chunk are mutually independent, any two noises are independent, and expectations and
-  variances of sums of roundings are those of fully independent rounding. Each call draws
-  fresh buffers, so calls (steps) are independent; one call can round many tensors
+* on CPU, by default, a C kernel (`runtime/native/`, built on first use with the system C
+  compiler) rounds in one pass, at about the cost of a plain cast. Its noise is a hash
+  (murmur3's finaliser) of each element's index in the call, keyed by a word drawn from the
+  generator per call: exactly uniform per element, a bijection of the index within a call,
+  and the same whatever the thread count. NaN becomes torch's 0x7FC0 there;
+* on CPU without a C compiler (or with XLAMIGRATE_NATIVE=0), eager PyTorch. Drawing 16
+  random bits per element from the generator (a serial Mersenne Twister, ~1.2 ns per
+  element) would cost several times the cast itself, so the tensor is processed in chunks
+  that stay in cache. The noise of a chunk is the XOR of two cyclic buffers of independent
+  16-bit draws (chunk-many, and an eighth of that), each read from an offset drawn for the
+  chunk; the two offsets differ by a different amount in every chunk of a lap (size/8
+  chunks, then fresh buffers; a lap's first chunk reads the first buffer alone). So no two
+  noises share both of their draws: every noise is exactly uniform, noises within a chunk
+  are mutually independent, any two noises are independent, and expectations and variances
+  of sums of roundings are those of fully independent rounding. Each call draws fresh
+  buffers, so calls (steps) are independent; one call can round many tensors
   (`copy_all_stochastically_rounded_`, an optimizer's write-back) for the cost of one draw;
 * elsewhere (XLA, CUDA) a whole-tensor draw from the device RNG, which is cheap there; XLA
   fuses the few elementwise operations into one kernel.
@@ -29,6 +35,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+
+from xlamigrate.runtime import native
 
 _LOW_BITS = 1 << 16
 _HIGH_MASK = -_LOW_BITS  # 0xFFFF0000 as a signed int32
@@ -59,6 +67,11 @@ def stochastic_round_to_bf16(
         _check_out(out, tensor)
     source = tensor.detach()
     with torch.no_grad():  # `out` may be a parameter
+        kernel = native.kernel() if source.device.type == "cpu" else None
+        if kernel is not None:
+            result = torch.empty(source.shape, dtype=torch.bfloat16) if out is None else out
+            _round_natively(kernel, [(source.contiguous().view(-1), result.view(-1))], generator)
+            return result
         if source.device.type != "cpu" or source.numel() <= _SMALL:
             # Off CPU the device RNG is cheap; on CPU, so are a few thousand draws.
             rounded = _round_whole(source, generator)
@@ -104,7 +117,10 @@ def copy_all_stochastically_rounded_(
                 target = torch.empty(source.shape, dtype=torch.bfloat16)
                 staged.append((destination, target))
             chunked.append((source.detach().reshape(-1), target.view(-1)))
-        if chunked:
+        kernel = native.kernel() if chunked else None
+        if kernel is not None:
+            _round_natively(kernel, chunked, generator)
+        elif chunked:
             _round_in_chunks(chunked, generator)
         for destination, target in staged:
             destination.copy_(target)
@@ -148,6 +164,24 @@ def _round_whole(tensor: torch.Tensor, generator: torch.Generator | None) -> tor
     rounded = (bits & _HIGH_MASK).view(torch.float32).to(torch.bfloat16)
     # A NaN whose payload sits only in the low bits would otherwise truncate to inf.
     return torch.where(torch.isnan(tensor), tensor.to(torch.bfloat16), rounded)
+
+
+def _round_natively(
+    kernel: native.NativeKernel,
+    pairs: list[tuple[torch.Tensor, torch.Tensor]],
+    generator: torch.Generator | None,
+) -> None:
+    """The CPU form with a C compiler: every flat contiguous pair in one kernel call, split over
+    the intra-op threads. Each tensor's noise indices start at a multiple of 16 after the
+    previous one's, so no two elements of a call share their noise."""
+    word = torch.empty(1, dtype=torch.int64).random_(-(1 << 63), None, generator=generator)
+    key = int(word.item()) & 0xFFFF_FFFF_FFFF_FFFF
+    pieces, first = [], 0
+    for source, result in pairs:
+        count = source.numel()
+        pieces.append(native.Piece(source.data_ptr(), result.data_ptr(), count, first))
+        first += -(-count // 16) * 16
+    kernel.round_pieces(pieces, key & 0xFFFF_FFFF, key >> 32, torch.get_num_threads())
 
 
 def _round_in_chunks(
