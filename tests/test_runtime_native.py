@@ -163,7 +163,7 @@ def test_without_openmp_the_single_threaded_build_is_used(tmp_path: Path) -> Non
     wrapper = tmp_path / "no-openmp-cc"
     wrapper.write_text(
         '#!/bin/sh\nfor a in "$@"; do [ "$a" = -fopenmp ] && { echo "unsupported option '
-        "'-fopenmp'\" >&2; exit 1; }; done\nexec cc \"$@\"\n"
+        '\'-fopenmp\'" >&2; exit 1; }; done\nexec cc "$@"\n'
     )
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
     built = native.load(cache_dir=tmp_path / "cache", compiler=[str(wrapper)])

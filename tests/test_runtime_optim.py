@@ -13,6 +13,7 @@ from torch import nn
 from torch.optim import Optimizer
 
 from xlamigrate.runtime import AdamW_FP32ParamsCopy, FP32ParamsCopy, StochasticRoundingOptimizer
+from xlamigrate.runtime.optim import keeps_fp32_grads
 from xlamigrate.runtime.rounding import is_bf16_rounding_of
 
 Wrapper = Callable[[Optimizer], Optimizer]
@@ -524,39 +525,49 @@ def test_non_contiguous_bf16_parameters_are_written_back() -> None:
 @pytest.mark.parametrize("name", WRAPPERS)
 def test_kept_fp32_grad_buffers_train_bit_for_bit_like_fresh_ones(name: str) -> None:
     """keep_fp32_grads trades 4 bytes per parameter at rest for no allocation per step: the
-    same buffers every step, never left on the fp32 tensors, and the very same training."""
+    same buffers every step, never left on the fp32 tensors, and the very same training.
+    The masters' default (None) keeps them on the CPU; StochasticRoundingOptimizer, whose
+    point is memory, keeps none unless asked."""
     runs = {}
-    for keep in (False, True):
+    for keep in (False, True, None):
         model = wide_bf16_model()
         inner = torch.optim.AdamW(model.parameters(), lr=1e-2, foreach=True)
+        options = {} if keep is None else {"keep_fp32_grads": keep}  # None: the default
         if name == "states-stochastic":
-            optimizer: Any = StochasticRoundingOptimizer(inner, keep_fp32_grads=keep)
+            optimizer: Any = StochasticRoundingOptimizer(inner, **options)
         else:
-            optimizer = FP32ParamsCopy(
-                inner, stochastic_rounding=name.endswith("stochastic"), keep_fp32_grads=keep
-            )
+            stochastic = name.endswith("stochastic")
+            optimizer = FP32ParamsCopy(inner, stochastic_rounding=stochastic, **options)
         buffers = []
         for step in range(4):
             x, y = wide_batch(step)
             optimizer.zero_grad()
             nn.functional.mse_loss(model(x).float(), y.float()).backward()
             optimizer.step()
-            buffers.append(
-                [grad.data_ptr() for grad in optimizer._kept_grads.values()] if keep else []
-            )
+            buffers.append([grad.data_ptr() for grad in optimizer._kept_grads.values()])
             assert all(
                 p.grad is None
                 for g in optimizer.optimizer.param_groups
                 for p in g["params"]
                 if p.dtype == torch.float32
             )
-        if keep:
+        kept = keep if keep is not None else name != "states-stochastic"
+        if kept:
             assert len(buffers[0]) == len(list(model.parameters()))
             assert all(pointers == buffers[0] for pointers in buffers)
         else:
-            assert optimizer._kept_grads is None
+            assert buffers == [[]] * 4
         runs[keep] = [p.detach().clone() for p in model.parameters()]
-    assert all(torch.equal(a, b) for a, b in zip(runs[False], runs[True], strict=True))
+    for other in (True, None):
+        assert all(torch.equal(a, b) for a, b in zip(runs[False], runs[other], strict=True))
+
+
+def test_fp32_grads_are_kept_by_default_only_where_the_allocator_does_not_cache() -> None:
+    assert keeps_fp32_grads(None, torch.device("cpu"))
+    assert not keeps_fp32_grads(None, torch.device("cuda", 0))  # caching allocator
+    assert not keeps_fp32_grads(None, torch.device("xla", 0))  # fused into the update
+    assert keeps_fp32_grads(True, torch.device("xla", 0))
+    assert not keeps_fp32_grads(False, torch.device("cpu"))
 
 
 def test_adamw_fp32_params_copy_takes_keep_fp32_grads() -> None:
@@ -565,4 +576,4 @@ def test_adamw_fp32_params_copy_takes_keep_fp32_grads() -> None:
     x, y = wide_batch(0)
     nn.functional.mse_loss(model(x).float(), y.float()).backward()
     optimizer.step()
-    assert optimizer._kept_grads is not None and len(optimizer._kept_grads) == 4
+    assert len(optimizer._kept_grads) == 4

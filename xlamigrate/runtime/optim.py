@@ -45,7 +45,7 @@ class _FP32UpdateOptimizer(Optimizer):
         stochastic_rounding: bool,
         generator: torch.Generator | None,
         seed: int,
-        keep_fp32_grads: bool = False,
+        keep_fp32_grads: bool | None,
     ) -> None:
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"expected a torch.optim.Optimizer, got {type(optimizer).__name__}")
@@ -57,8 +57,9 @@ class _FP32UpdateOptimizer(Optimizer):
         self.stochastic_rounding = stochastic_rounding
         self.generator = generator
         self.seed = seed
-        # param -> its fp32 gradient buffer, reused every step (keep_fp32_grads=True)
-        self._kept_grads: dict[torch.Tensor, torch.Tensor] | None = {} if keep_fp32_grads else None
+        self.keep_fp32_grads = keep_fp32_grads
+        # param -> its fp32 gradient buffer, reused every step where grads are kept
+        self._kept_grads: dict[torch.Tensor, torch.Tensor] = {}
         self._attached = False  # Optimizer.__init__ calls add_param_group for our own groups
         groups = [dict(group) for group in optimizer.param_groups]
         super().__init__(groups, dict(optimizer.defaults))
@@ -133,9 +134,8 @@ class _FP32UpdateOptimizer(Optimizer):
 
     def _set_fp32_grads(self, pairs: list[_Pair]) -> None:
         """Gives each fp32 stand-in an fp32 copy of its parameter's gradient (exact: bf16 ->
-        fp32): fresh tensors dropped after the step, or (keep_fp32_grads) buffers kept between
-        steps, 4 bytes per parameter more at rest but no allocation (on the CPU, the page
-        faults of fresh allocations cost as much as the step at ~100M parameters)."""
+        fp32): fresh tensors dropped after the step, or buffers kept between steps, 4 bytes
+        per parameter more at rest but no allocation (see `keeps_fp32_grads`)."""
         for group in _by_device(pairs):
             grads = [self._fp32_grad_buffer(param, fp32) for param, fp32 in group]
             _copy_all(grads, [param.grad for param, _ in group if param.grad is not None])
@@ -143,9 +143,9 @@ class _FP32UpdateOptimizer(Optimizer):
                 fp32.grad = grad
 
     def _fp32_grad_buffer(self, param: torch.Tensor, fp32: torch.Tensor) -> torch.Tensor:
-        kept = self._kept_grads
-        if kept is None:
+        if not keeps_fp32_grads(self.keep_fp32_grads, fp32.device):
             return torch.empty_like(fp32)
+        kept = self._kept_grads
         buffer = kept.get(param)
         if buffer is None or buffer.shape != fp32.shape or buffer.device != fp32.device:
             buffer = kept[param] = torch.empty_like(fp32)
@@ -187,7 +187,9 @@ class FP32ParamsCopy(_FP32UpdateOptimizer):
     nearest (or stochastically with `stochastic_rounding=True`). Parameters that are not bf16
     (an fp32 norm layer, say) are stepped directly. Masters are saved by `state_dict()`. A
     parameter changed outside the optimizer (`model.load_state_dict(...)`, an in-place edit)
-    is noticed at the next step and its master follows it.
+    is noticed at the next step and its master follows it. `keep_fp32_grads`: keep the fp32
+    gradient buffers between steps (4 bytes per parameter); None, the default, keeps them on
+    the CPU only (`keeps_fp32_grads`).
     """
 
     def __init__(
@@ -196,7 +198,7 @@ class FP32ParamsCopy(_FP32UpdateOptimizer):
         stochastic_rounding: bool = False,
         generator: torch.Generator | None = None,
         seed: int = 0,
-        keep_fp32_grads: bool = False,
+        keep_fp32_grads: bool | None = None,
     ) -> None:
         self._masters: dict[torch.Tensor, torch.Tensor] = {}
         self._versions: dict[torch.Tensor, int] = {}
@@ -274,7 +276,7 @@ class AdamW_FP32ParamsCopy(FP32ParamsCopy):  # the class name Neuron's sample us
         stochastic_rounding: bool = False,
         generator: torch.Generator | None = None,
         seed: int = 0,
-        keep_fp32_grads: bool = False,
+        keep_fp32_grads: bool | None = None,
         **kwargs: Any,
     ) -> None:
         adamw = torch.optim.AdamW(params, *args, **kwargs)
@@ -351,6 +353,15 @@ def _rekey(state: dict[Any, Any], moves: list[_Pair]) -> None:
     for old, new in moves:
         if old is not new and old in state:
             state[new] = state.pop(old)
+
+
+def keeps_fp32_grads(choice: bool | None, device: torch.device) -> bool:
+    """Whether fp32 gradient buffers are kept between steps on `device`. By default (None)
+    only on the CPU: there the allocator gives large freed blocks back to the OS, and the page
+    faults of fresh ones every step cost as much as the step itself at ~100M parameters. CUDA's
+    caching allocator reuses freed blocks, and XLA fuses the cast into the update: fresh
+    gradients cost nothing there, and keep the 4 bytes per parameter free between steps."""
+    return device.type == "cpu" if choice is None else choice
 
 
 def _hyperparameters(group: dict[str, Any]) -> dict[str, Any]:
