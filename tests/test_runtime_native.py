@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import stat
 import threading
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -233,7 +234,11 @@ def test_without_a_compiler_cpu_rounding_falls_back_to_eager(
     monkeypatch.setenv(native.CACHE_ENV, str(tmp_path))  # nothing cached there
     monkeypatch.setenv("CC", "/nonexistent/cc")
     monkeypatch.delenv(native.ENV, raising=False)
-    assert native.kernel() is None
+    with pytest.warns(RuntimeWarning, match="eager PyTorch, several times slower.*could not run"):
+        assert native.kernel() is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert native.kernel() is None  # told once: the answer is kept
     assert native.describe().startswith("eager PyTorch (no native kernel: could not run")
     x = torch.full((10_000,), 1.0 + 2.0**-8)
     up = (stochastic_round_to_bf16(x, torch.Generator().manual_seed(1)).float() > 1.0).double()
@@ -245,7 +250,9 @@ def test_xlamigrate_native_switches_the_kernel_off_or_makes_it_required(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv(native.ENV, "0")
-    assert native.kernel() is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # chosen: no warning
+        assert native.kernel() is None
     assert native.describe() == f"eager PyTorch ({native.ENV}=0)"
     native.kernel.cache_clear()
     monkeypatch.setenv(native.ENV, "1")

@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,16 +139,22 @@ def _library_path(
 @functools.cache
 def kernel() -> NativeKernel | None:
     """The process's kernel, built once: None where it is switched off or does not build
-    (the caller then rounds with eager PyTorch). A process-wide cache because a loaded shared
-    library is one per process anyway."""
+    (the caller then rounds with eager PyTorch; a build that fails warns once). A process-wide
+    cache because a loaded shared library is one per process anyway."""
     choice = os.environ.get(ENV, "").strip()
     if choice == "0":
         return None
     try:
         return load()
-    except NativeBuildError:
+    except NativeBuildError as error:
         if choice == "1":
             raise
+        warnings.warn(
+            f"xlamigrate: CPU stochastic rounding uses eager PyTorch, several times slower than "
+            f"its C kernel: {error}. {ENV}=0 chooses that path and silences this warning.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
         return None
 
 
