@@ -173,7 +173,7 @@ def _round_natively(
 ) -> None:
     """The CPU form with a C compiler: every flat contiguous pair in one kernel call, split over
     the intra-op threads. Each tensor's noise indices start at a multiple of 16 after the
-    previous one's, so no two elements of a call share their noise."""
+    previous one's, so no two elements of a call share a hash input."""
     word = torch.empty(1, dtype=torch.int64).random_(-(1 << 63), None, generator=generator)
     key = int(word.item()) & 0xFFFF_FFFF_FFFF_FFFF
     pieces, first = [], 0
