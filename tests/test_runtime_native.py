@@ -3,6 +3,7 @@ paths and any thread count agreeing, and how it is built, cached and refused."""
 
 from __future__ import annotations
 
+import shlex
 import stat
 import threading
 import warnings
@@ -131,11 +132,15 @@ def test_describe_names_the_path_in_use(kernel: native.NativeKernel) -> None:
 # --- building ----------------------------------------------------------------------------------
 
 
-def counting_compiler(folder: Path, real: str = "cc") -> tuple[list[str], Path]:
+def system_compiler() -> str:
+    return shlex.join(native.find_compiler())
+
+
+def counting_compiler(folder: Path) -> tuple[list[str], Path]:
     """A compiler wrapper that logs each call, to see when the cache is used."""
     log = folder / "calls.log"
     script = folder / "cc-wrapper"
-    script.write_text(f'#!/bin/sh\necho "$@" >> "{log}"\nexec {real} "$@"\n')
+    script.write_text(f'#!/bin/sh\necho "$@" >> "{log}"\nexec {system_compiler()} "$@"\n')
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     return [str(script)], log
 
@@ -164,7 +169,7 @@ def test_without_openmp_the_single_threaded_build_is_used(tmp_path: Path) -> Non
     wrapper = tmp_path / "no-openmp-cc"
     wrapper.write_text(
         '#!/bin/sh\nfor a in "$@"; do [ "$a" = -fopenmp ] && { echo "unsupported option '
-        '\'-fopenmp\'" >&2; exit 1; }; done\nexec cc "$@"\n'
+        f'\'-fopenmp\'" >&2; exit 1; }}; done\nexec {system_compiler()} "$@"\n'
     )
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
     built = native.load(cache_dir=tmp_path / "cache", compiler=[str(wrapper)])
@@ -182,7 +187,7 @@ def test_concurrent_builds_never_load_a_half_written_library(tmp_path: Path) -> 
 
     def build() -> None:
         try:
-            loaded.append(native.load(cache_dir=tmp_path, compiler=["cc"]))
+            loaded.append(native.load(cache_dir=tmp_path, compiler=native.find_compiler()))
         except BaseException as error:  # reported below
             errors.append(error)
 
@@ -217,7 +222,7 @@ def test_a_compile_error_shows_the_compiler_message(tmp_path: Path) -> None:
     source = tmp_path / "broken.c"
     source.write_text("int broken( {\n")
     with pytest.raises(native.NativeBuildError, match="error"):
-        native.load(source, cache_dir=tmp_path / "cache", compiler=["cc"])
+        native.load(source, cache_dir=tmp_path / "cache", compiler=native.find_compiler())
 
 
 @pytest.fixture

@@ -87,7 +87,7 @@ def load(
     """Builds the kernel unless a build of the same source with the same compiler is cached,
     then loads it: with OpenMP where the compiler has it, else single-threaded. Raises
     NativeBuildError."""
-    command = list(compiler) if compiler is not None else _find_compiler()
+    command = list(compiler) if compiler is not None else find_compiler()
     directory = cache_dir if cache_dir is not None else _cache_dir()
     try:
         code = source.read_bytes()
@@ -171,7 +171,7 @@ def describe() -> str:
     return f"native kernel, {width}, {threads} ({built.path})"
 
 
-def _find_compiler() -> list[str]:
+def find_compiler() -> list[str]:
     configured = os.environ.get("CC", "").strip()
     if configured:
         return shlex.split(configured)

@@ -190,7 +190,9 @@ void xm_round_pieces(const xm_piece *pieces, size_t count, uint32_t mul, uint32_
     xm_job jobs[XM_MAX_THREADS];
     for (int t = 0; t < threads; t++) {
         /* split on multiples of 16 of the laid-out elements: whole blocks, mostly */
-        uint64_t begin = total * t / threads / 16 * 16, end = total * (t + 1) / threads / 16 * 16;
+        uint64_t share = (uint64_t)threads;
+        uint64_t begin = total * (uint64_t)t / share / 16 * 16;
+        uint64_t end = total * (uint64_t)(t + 1) / share / 16 * 16;
         if (t == threads - 1) end = total;
         jobs[t] = (xm_job){pieces, count, begin, end, mul | 1u, add, vector, stream};
     }
