@@ -67,17 +67,12 @@ def stochastic_round_to_bf16(
         _check_out(out, tensor)
     source = tensor.detach()
     with torch.no_grad():  # `out` may be a parameter
-        kernel = native.kernel() if source.device.type == "cpu" else None
-        if kernel is not None:
-            result = torch.empty(source.shape, dtype=torch.bfloat16) if out is None else out
-            _round_natively(kernel, [(source.contiguous().view(-1), result.view(-1))], generator)
-            return result
-        if source.device.type != "cpu" or source.numel() <= _SMALL:
-            # Off CPU the device RNG is cheap; on CPU, so are a few thousand draws.
+        if source.device.type != "cpu" or (source.numel() <= _SMALL and native.kernel() is None):
+            # Off CPU the device RNG is cheap; in eager PyTorch, so are a few thousand draws.
             rounded = _round_whole(source, generator)
             return rounded if out is None else out.copy_(rounded)
         result = torch.empty(source.shape, dtype=torch.bfloat16) if out is None else out
-        _round_in_chunks([(source.reshape(-1), result.view(-1))], generator)
+        _round_on_cpu([(source.reshape(-1), result.view(-1))], generator)
         return result
 
 
@@ -117,11 +112,8 @@ def copy_all_stochastically_rounded_(
                 target = torch.empty(source.shape, dtype=torch.bfloat16)
                 staged.append((destination, target))
             chunked.append((source.detach().reshape(-1), target.view(-1)))
-        kernel = native.kernel() if chunked else None
-        if kernel is not None:
-            _round_natively(kernel, chunked, generator)
-        elif chunked:
-            _round_in_chunks(chunked, generator)
+        if chunked:
+            _round_on_cpu(chunked, generator)
         for destination, target in staged:
             destination.copy_(target)
 
@@ -164,6 +156,18 @@ def _round_whole(tensor: torch.Tensor, generator: torch.Generator | None) -> tor
     rounded = (bits & _HIGH_MASK).view(torch.float32).to(torch.bfloat16)
     # A NaN whose payload sits only in the low bits would otherwise truncate to inf.
     return torch.where(torch.isnan(tensor), tensor.to(torch.bfloat16), rounded)
+
+
+def _round_on_cpu(
+    pairs: list[tuple[torch.Tensor, torch.Tensor]], generator: torch.Generator | None
+) -> None:
+    """Rounds each flat fp32 tensor into its flat contiguous bf16 one: with the C kernel where
+    it built, else in eager chunks."""
+    kernel = native.kernel()
+    if kernel is not None:
+        _round_natively(kernel, pairs, generator)
+    else:
+        _round_in_chunks(pairs, generator)
 
 
 def _round_natively(

@@ -40,24 +40,16 @@ class NativeBuildError(RuntimeError):
     """The kernel could not be built or loaded; the message says why."""
 
 
-class _Piece(ctypes.Structure):
+class Piece(ctypes.Structure):
+    """`count` fp32 values at address `source` rounded into bf16 at `destination`; `first` is
+    the noise index of the first one (a multiple of 16). The C struct `xm_piece`."""
+
     _fields_ = [
         ("source", ctypes.c_void_p),
         ("destination", ctypes.c_void_p),
         ("count", ctypes.c_uint64),
         ("first", ctypes.c_uint64),
     ]
-
-
-@dataclass(frozen=True)
-class Piece:
-    """`count` fp32 values at address `source` rounded into bf16 at `destination`; `first` is
-    the noise index of the first one (a multiple of 16)."""
-
-    source: int
-    destination: int
-    count: int
-    first: int
 
 
 @dataclass(frozen=True)
@@ -75,9 +67,7 @@ class NativeKernel:
     ) -> None:
         """Rounds every piece in one call (the GIL is released meanwhile). The result depends
         only on `mul`, `add` and each piece's `first`, not on `threads` or `vector`."""
-        array = (_Piece * len(pieces))(
-            *(_Piece(p.source, p.destination, p.count, p.first) for p in pieces)
-        )
+        array = (Piece * len(pieces))(*pieces)
         self.library.xm_round_pieces(array, len(pieces), mul, add, threads, int(vector))
 
 
@@ -97,17 +87,17 @@ def load(
         (flags, _library_path(directory, source, code, command, flags)) for flags in _FLAGS
     ]
     built = next((path for _, path in candidates if path.exists()), None)
-    failures: list[str] = []
+    failure: NativeBuildError | None = None
     for flags, path in candidates if built is None else []:
         try:
             _build([*command, *flags], source, path)
         except NativeBuildError as error:
-            failures.append(str(error))
+            failure = error
             continue
         built = path
         break
     if built is None:
-        raise NativeBuildError(failures[-1])
+        raise NativeBuildError(str(failure))  # the last try's: the one without OpenMP
     try:
         loaded = ctypes.CDLL(str(built))
     except OSError as error:
@@ -117,7 +107,7 @@ def load(
         getattr(loaded, name).argtypes = []
     loaded.xm_round_pieces.restype = None
     loaded.xm_round_pieces.argtypes = [
-        ctypes.POINTER(_Piece),
+        ctypes.POINTER(Piece),
         ctypes.c_size_t,
         ctypes.c_uint32,
         ctypes.c_uint32,
@@ -141,7 +131,7 @@ def kernel() -> NativeKernel | None:
     """The process's kernel, built once: None where it is switched off or does not build
     (the caller then rounds with eager PyTorch; a build that fails warns once). A process-wide
     cache because a loaded shared library is one per process anyway."""
-    choice = os.environ.get(ENV, "").strip()
+    choice = _choice()
     if choice == "0":
         return None
     try:
@@ -160,7 +150,7 @@ def kernel() -> NativeKernel | None:
 
 def describe() -> str:
     """One line for benchmarks and bug reports: which path rounds on CPU, and why."""
-    if os.environ.get(ENV, "").strip() == "0":
+    if _choice() == "0":
         return f"eager PyTorch ({ENV}=0)"
     try:
         built = load()
@@ -169,6 +159,10 @@ def describe() -> str:
     width = "AVX2" if built.vector_width > 1 else "portable C"
     threads = "OpenMP" if built.library.xm_threaded() else "one thread"
     return f"native kernel, {width}, {threads} ({built.path})"
+
+
+def _choice() -> str:
+    return os.environ.get(ENV, "").strip()
 
 
 def find_compiler() -> list[str]:
