@@ -113,7 +113,7 @@ def phases_timed(clock: PhaseClock) -> Iterator[None]:
     import libcst as cst
     from libcst.metadata import MetadataWrapper
 
-    from xlamigrate.python import rewrite
+    from xlamigrate.kinds.python import rewrite
 
     patches: list[tuple[Any, str, Any]] = []
 
@@ -141,7 +141,7 @@ def phases_timed(clock: PhaseClock) -> Iterator[None]:
 
 def in_process(sources: list[bytes], mode: str) -> tuple[list[float], dict[str, float]]:
     from xlamigrate.catalogue import load_catalogue
-    from xlamigrate.python.rewrite import rewrite_python
+    from xlamigrate.kinds.python.rewrite import rewrite_python
 
     catalogue = load_catalogue()
     enabled = catalogue.select((), ())

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from xlamigrate.catalogue import Catalogue, load_catalogue
+from xlamigrate.kinds import kind_by_name
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -32,13 +33,7 @@ def catalogue() -> Catalogue:
     return load_catalogue()
 
 
-# Fixture files name their kind by extension (tests/fixtures/scan/<case>.<ext>,
-# tests/fixtures/<mode>/<case>.in.<ext>).
-KIND_BY_EXTENSION = {
-    ".py": "python",
-    ".sh": "shell",
-    ".env": "dotenv",
-    ".dockerfile": "dockerfile",
-    ".yaml": "yaml",
-    ".ipynb": "notebook",
-}
+def fixture_kind(case: Path) -> str | None:
+    """A fixture's kind, from its extension as for any file (tests/fixtures/scan/<case>.<ext>,
+    tests/fixtures/<mode>/<case>.in.<ext>)."""
+    return kind_by_name("case" + case.suffix)

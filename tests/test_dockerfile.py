@@ -12,12 +12,12 @@ import pytest
 
 from tests.conftest import FIXTURES
 from xlamigrate.catalogue import Catalogue
-from xlamigrate.dockerfile import analyse, render
 from xlamigrate.engine import scan_source
 from xlamigrate.flagvalue import FlagValue
+from xlamigrate.kinds.dockerfile.analysis import analyse, render
+from xlamigrate.kinds.python.rewrite import MODES
+from xlamigrate.kinds.textaccess import TextAccess, apply_edits
 from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING
-from xlamigrate.python.rewrite import MODES
-from xlamigrate.textaccess import TextAccess, apply_edits
 
 LEGACY = ("XLA_USE_BF16", "XLA_DOWNCAST_BF16", "XLA_USE_FP16", "XLA_DOWNCAST_FP16", "XLA_USE_F16")
 NAMES = frozenset({*LEGACY, NEURON_CC_FLAGS, STOCHASTIC_ROUNDING})

@@ -8,9 +8,9 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper
 
 from xlamigrate.catalogue import Catalogue
+from xlamigrate.kinds.python.envaccess import EnvAccess, analyse_env_accesses
+from xlamigrate.kinds.python.scan import scan_python
 from xlamigrate.model import Finding
-from xlamigrate.python.envaccess import EnvAccess, analyse_env_accesses
-from xlamigrate.python.scan import scan_python
 
 
 def accesses(source: str, catalogue: Catalogue) -> list[EnvAccess]:

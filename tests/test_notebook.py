@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import FIXTURES
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.engine import rewrite_source, scan_source
-from xlamigrate.python.rewrite import MODES
+from xlamigrate.kinds.python.rewrite import MODES
 
 NOTEBOOK = "env_magic_notebook"
 
@@ -82,7 +82,7 @@ def test_notebook_findings_carry_the_cell_in_json_and_sarif(tmp_path: Path) -> N
 
 
 def test_source_file_lines_maps_each_cell_line_to_its_json_string() -> None:
-    from xlamigrate.notebook_lines import source_file_lines
+    from xlamigrate.kinds.notebook.lines import source_file_lines
 
     text = (
         '{\n "cells": [\n  {\n   "cell_type": "code",\n   "metadata": {"source": "x"},\n'
@@ -96,7 +96,7 @@ def test_source_file_lines_maps_each_cell_line_to_its_json_string() -> None:
 
 
 def test_source_file_lines_ignores_sources_outside_the_cells() -> None:
-    from xlamigrate.notebook_lines import source_file_lines
+    from xlamigrate.kinds.notebook.lines import source_file_lines
 
     text = '{"metadata": {"cells": [{"source": ["x"]}]}, "cells": [{"source": ["y\\n"]}]}'
     assert source_file_lines(text) == {0: {1: 1}}

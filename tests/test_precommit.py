@@ -20,6 +20,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 from tests.conftest import ROOT
+from xlamigrate.kinds import KINDS
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="pre-commit needs git")
 
@@ -135,11 +136,4 @@ def test_the_hooks_install_the_cli_dependencies_only() -> None:
 def test_the_hooks_pass_every_file_kind_xlamigrate_checks() -> None:
     hooks = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
     for hook in hooks:
-        assert set(hook["types_or"]) == {
-            "python",
-            "shell",
-            "dockerfile",
-            "yaml",
-            "jupyter",
-            "dotenv",
-        }
+        assert set(hook["types_or"]) == {kind.identify for kind in KINDS}

@@ -40,8 +40,8 @@ from libcst.metadata import MetadataWrapper, ScopeProvider
 
 from xlamigrate.catalogue import load_catalogue
 from xlamigrate.engine import rewrite_source, scan_source
+from xlamigrate.kinds.python.rewrite import MODES
 from xlamigrate.model import FileResult, Finding, RewriteOutcome
-from xlamigrate.python.rewrite import MODES
 
 _HEALTH = [HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large]
 settings.register_profile(

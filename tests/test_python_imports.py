@@ -1,4 +1,4 @@
-"""The rewrite's import insertion (xlamigrate/python/imports.py) places imports exactly where
+"""The rewrite's import insertion (xlamigrate/kinds/python/imports.py) places imports exactly where
 libcst's AddImportsVisitor does, at a fraction of its cost: checked against the visitor itself
 on hand-written module heads and on generated ones."""
 
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
 
-from xlamigrate.python.imports import Needed, add_imports, is_imported
+from xlamigrate.kinds.python.imports import Needed, add_imports, is_imported
 
 RUNTIME = "xlamigrate.runtime"
 NEEDS: tuple[Needed, ...] = (

@@ -20,7 +20,7 @@ from tests.conftest import FIXTURES
 from tests.test_cli import run_cli, write_files
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.engine import _POOL_MIN_BYTES
-from xlamigrate.python.scan import scan_python
+from xlamigrate.kinds.python.scan import scan_python
 from xlamigrate.report.json_format import finding_json
 
 MODES = ("full-bf16", "fp32-copy", "autocast")

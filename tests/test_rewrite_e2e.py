@@ -31,7 +31,7 @@ from typing import TypeVar
 import pytest
 
 from tests.conftest import FIXTURES, needs_torch_xla_platform
-from xlamigrate.python.rewrite import MODES
+from xlamigrate.kinds.python.rewrite import MODES
 
 pytestmark = needs_torch_xla_platform
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES, KIND_BY_EXTENSION
+from tests.conftest import FIXTURES, fixture_kind
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.engine import rewrite_source
-from xlamigrate.python.rewrite import MODES
+from xlamigrate.kinds.python.rewrite import MODES
 
 CASES = [
     pytest.param(mode, case, id=f"{mode}/{case.name}")
@@ -30,7 +30,9 @@ def output_of(case: Path) -> Path:
 
 
 def kind_of(case: Path) -> str:
-    return KIND_BY_EXTENSION[case.suffix]
+    kind = fixture_kind(case)
+    assert kind is not None
+    return kind
 
 
 def expected_remaining(case: Path) -> list[str]:

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES, KIND_BY_EXTENSION
+from tests.conftest import FIXTURES, fixture_kind
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.engine import scan_source
 
 SCAN_FIXTURES = sorted(
-    path for path in (FIXTURES / "scan").iterdir() if path.suffix in KIND_BY_EXTENSION
+    path for path in (FIXTURES / "scan").iterdir() if fixture_kind(path) is not None
 )
 
 
@@ -32,7 +32,8 @@ def test_every_fixture_has_an_expected_findings_file() -> None:
 
 @pytest.mark.parametrize("case", SCAN_FIXTURES, ids=lambda case: case.name)
 def test_scan_fixture(case: Path, catalogue: Catalogue) -> None:
-    kind = KIND_BY_EXTENSION[case.suffix]
+    kind = fixture_kind(case)
+    assert kind is not None
     result = scan_source(case.name, case.read_bytes(), kind, catalogue, frozenset(catalogue.rules))
     assert result.errors == ()
     found = [

@@ -1,4 +1,4 @@
-"""Shell scripts: what `xlamigrate.shell.analyse` finds (offsets, values, forms, the scripts a
+"""Shell scripts: what `kinds.shell.analysis.analyse` finds (offsets, values, forms, the scripts a
 command launches, how each write is removed), its fallback where bashlex cannot parse, and the
 rewritten `.out.sh` fixtures."""
 
@@ -17,11 +17,11 @@ import pytest
 from tests.conftest import FIXTURES
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.engine import scan_source
-from xlamigrate.python.rewrite import MODES
-from xlamigrate.shell import analyse, literal, render
-from xlamigrate.shell_lex import prepare
+from xlamigrate.kinds.python.rewrite import MODES
+from xlamigrate.kinds.shell.analysis import analyse, literal, render
+from xlamigrate.kinds.shell.lex import prepare
+from xlamigrate.kinds.textaccess import TextAccess, apply_edits, hash_comments
 from xlamigrate.suppression import parse_suppressions
-from xlamigrate.textaccess import TextAccess, apply_edits, hash_comments
 
 LEGACY = frozenset(
     {"XLA_USE_BF16", "XLA_DOWNCAST_BF16", "XLA_USE_FP16", "XLA_DOWNCAST_FP16", "XLA_USE_F16"}

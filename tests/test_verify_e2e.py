@@ -19,7 +19,7 @@ import pytest
 
 from tests.conftest import FIXTURES, needs_torch_xla_platform
 from tests.test_rewrite_e2e import GATED, PARAM_DTYPE, RUNNABLE, clean_env
-from xlamigrate.python.rewrite import MODES
+from xlamigrate.kinds.python.rewrite import MODES
 
 # Fewer steps than most fixtures run, so both ways a run ends are covered: stopped by verify
 # (stopped_at_limit) and finished by the script itself (the 8-step token LM).

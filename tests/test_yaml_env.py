@@ -15,10 +15,10 @@ from ruamel.yaml import YAML
 from tests.conftest import FIXTURES
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.engine import rewrite_source, scan_source
+from xlamigrate.kinds.python.rewrite import MODES
+from xlamigrate.kinds.textaccess import LineIndex, TextAccess, apply_edits, hash_comments
+from xlamigrate.kinds.yaml.analysis import analyse, render
 from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING
-from xlamigrate.python.rewrite import MODES
-from xlamigrate.textaccess import LineIndex, TextAccess, apply_edits, hash_comments
-from xlamigrate.yaml_env import analyse, render
 
 LEGACY = frozenset(
     {"XLA_USE_BF16", "XLA_DOWNCAST_BF16", "XLA_USE_FP16", "XLA_DOWNCAST_FP16", "XLA_USE_F16"}
@@ -351,7 +351,7 @@ def test_files_that_name_no_flag_are_not_parsed() -> None:
 
 
 def test_ruamel_is_imported_only_when_a_file_is_analysed() -> None:
-    code = "import sys, xlamigrate.yaml_env, xlamigrate.cli; print('ruamel' in sys.modules)"
+    code = "import sys, xlamigrate.kinds.yaml, xlamigrate.cli; print('ruamel' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

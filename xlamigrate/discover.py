@@ -7,13 +7,11 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 import pathspec
 
 from xlamigrate.config import Settings
-
-FileKind = Literal["python", "shell", "dockerfile", "yaml", "dotenv", "notebook"]
+from xlamigrate.kinds import kind_by_name, kind_by_shebang
 
 # Folder names never walked into (explicitly named files inside them are still checked).
 SKIPPED_DIRECTORIES = frozenset(
@@ -24,29 +22,13 @@ SKIPPED_DIRECTORIES = frozenset(
         ".ruff_cache", ".ipynb_checkpoints", ".pants.d",
     }
 )  # fmt: skip
-_SUFFIX_KINDS: dict[str, FileKind] = {
-    ".py": "python",
-    ".sh": "shell",
-    ".bash": "shell",
-    ".sbatch": "shell",
-    ".slurm": "shell",
-    ".yaml": "yaml",
-    ".yml": "yaml",
-    ".env": "dotenv",
-    ".dockerfile": "dockerfile",
-    ".ipynb": "notebook",
-}
-# The kinds whose support has landed; the others are not discovered yet.
-ENABLED_KINDS: frozenset[FileKind] = frozenset(
-    {"python", "dotenv", "notebook", "yaml", "dockerfile", "shell"}
-)
 
 
 @dataclass(frozen=True)
 class SourceFile:
     path: Path  # where to read it
     display: str  # how to report it: relative to the cwd when below it, with / separators
-    kind: FileKind
+    kind: str  # a name in xlamigrate.kinds.KINDS
 
 
 @dataclass(frozen=True)
@@ -112,32 +94,23 @@ def _identity(absolute: str, real_folders: dict[str, str]) -> str:
     return os.path.join(real_folders[folder], name)
 
 
-def classify(path: Path) -> FileKind | None:
-    """A file's kind by its name or suffix; a file without a suffix by its shebang."""
-    kind = _kind_by_name(path.name)
+def classify(path: Path) -> str | None:
+    """A file's kind by its name; a file without a suffix by its shebang."""
+    kind = kind_by_name(path.name)
     if kind is None and not path.suffix:
         kind = _kind_by_shebang(path)
-    return kind if kind in ENABLED_KINDS else None
+    return kind
 
 
-def _kind_by_name(name: str) -> FileKind | None:
-    base = name.split(".")[0]
-    if base in ("Dockerfile", "Containerfile") and not name.endswith((".md", ".txt")):
-        return "dockerfile"
-    if name == ".env" or name.startswith(".env."):
-        return "dotenv"
-    return _SUFFIX_KINDS.get(os.path.splitext(name)[1])
-
-
-def classify_buffer(name: str, data: bytes) -> FileKind | None:
+def classify_buffer(name: str, data: bytes) -> str | None:
     """A buffer's kind (an editor's, through --stdin-filename): by the name, else its shebang."""
-    kind = _kind_by_name(os.path.basename(name))
+    kind = kind_by_name(os.path.basename(name))
     if kind is None and not os.path.splitext(name)[1]:
-        kind = _kind_by_shebang_line(data[:200].split(b"\n", 1)[0])
-    return kind if kind in ENABLED_KINDS else None
+        kind = kind_by_shebang(data[:200].split(b"\n", 1)[0])
+    return kind
 
 
-def _kind_by_shebang(path: Path) -> FileKind | None:
+def _kind_by_shebang(path: Path) -> str | None:
     try:
         if not path.is_file():  # a FIFO would block the walk, a device never end
             return None
@@ -145,17 +118,7 @@ def _kind_by_shebang(path: Path) -> FileKind | None:
             first = handle.readline(200)
     except OSError:
         return None
-    return _kind_by_shebang_line(first)
-
-
-def _kind_by_shebang_line(first: bytes) -> FileKind | None:
-    if not first.startswith(b"#!"):
-        return None
-    if b"python" in first:
-        return "python"
-    if any(shell in first for shell in (b"/sh", b"bash", b"zsh", b"env sh")):
-        return "shell"
-    return None
+    return kind_by_shebang(first)
 
 
 def display_path(path: Path) -> str:
@@ -194,7 +157,7 @@ def _walk(
         dirnames[:] = kept
         for name in sorted(filenames):
             child = os.path.join(directory, name)
-            if _kind_by_name(name) is None and os.path.splitext(name)[1]:
+            if kind_by_name(name) is None and os.path.splitext(name)[1]:
                 continue  # fast path: most files are skipped by their name alone
             if classify(Path(child)) is None:
                 continue

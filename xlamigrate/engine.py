@@ -6,7 +6,6 @@ passes the prefilter, so a scan of files that never mention a flag never loads t
 
 from __future__ import annotations
 
-import importlib
 import multiprocessing
 import os
 import re
@@ -18,11 +17,11 @@ from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
+from xlamigrate import kinds
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.config import Settings
 from xlamigrate.discover import Discovery, SourceFile, discover
 from xlamigrate.model import FileError, FileResult, RewriteOutcome, RewriteReport, ScanReport
-from xlamigrate.nesting import nesting_error
 
 # A pool's start-up (~50-90 ms: fork, imports first used in each worker, pickling) pays off
 # once the files to parse hold this many bytes: libcst analyses some 40-80 KB/s per core.
@@ -37,23 +36,19 @@ class _Job:
     kind: str = "python"
 
 
-# YAML configs name the flags in lower case (NeuronX-Distributed-Training) or through
-# accelerate's settings, which set them for the user.
-_YAML_TRIGGERS = re.compile(
-    rb"(?i)xla_(?:use|downcast)_(?:bf16|fp16|f16)|downcast_bf16|mixed_precision"
-)
-
-
 def flag_prefilter(catalogue: Catalogue) -> re.Pattern[bytes]:
     """Matches the bytes of any flag name: files without a match cannot have a finding."""
     names = sorted(catalogue.flags, key=len, reverse=True)
     return re.compile(b"|".join(re.escape(name.encode("ascii")) for name in names))
 
 
-def _may_mention(kind: str, data: bytes, prefilter: re.Pattern[bytes]) -> bool:
+def _may_mention(
+    kind: str, data: bytes, prefilter: re.Pattern[bytes], triggers: dict[str, re.Pattern[bytes]]
+) -> bool:
     if prefilter.search(data):
         return True
-    return kind == "yaml" and _YAML_TRIGGERS.search(data) is not None
+    trigger = triggers.get(kind)
+    return trigger is not None and trigger.search(data) is not None
 
 
 def scan_paths(
@@ -67,7 +62,7 @@ def scan_paths(
     enabled = catalogue.select(settings.select, settings.ignore)
     work, unreadable = _flagged_files(discovery, catalogue)
     task = partial(_scan_job, catalogue=catalogue, enabled=enabled)
-    scanned = _run(work, task, jobs, "xlamigrate.python.scan")
+    scanned = _run(work, task, jobs)
     results = [FileResult(e.path, errors=(e,)) for e in unreadable] + scanned
     return _report(len(discovery.files), len(work), results)
 
@@ -88,7 +83,7 @@ def rewrite_paths(
     task = partial(
         _rewrite_job, catalogue=catalogue, enabled=enabled, mode=mode, unsafe_fixes=unsafe_fixes
     )
-    planned = _run(work, task, jobs, "xlamigrate.python.rewrite")
+    planned = _run(work, task, jobs)
     outcomes = sorted(planned, key=lambda outcome: outcome.path)
     errors = [*unreadable, *(e for outcome in outcomes for e in outcome.errors)]
     return RewriteReport(
@@ -103,6 +98,7 @@ def _flagged_files(
 ) -> tuple[list[_Job], list[FileError]]:
     """The files that mention a flag (read once), and those that could not be read."""
     prefilter = flag_prefilter(catalogue)
+    triggers = kinds.triggers()
     work: list[_Job] = []
     unreadable = [
         FileError(folder, None, f"could not read the folder: {reason}")
@@ -112,7 +108,7 @@ def _flagged_files(
         read = _read(source)
         if isinstance(read, FileError):
             unreadable.append(read)
-        elif _may_mention(source.kind, read, prefilter):
+        elif _may_mention(source.kind, read, prefilter, triggers):
             work.append(_Job(source.display, read, source.kind))
     return work, unreadable
 
@@ -127,17 +123,16 @@ def _read(source: SourceFile) -> bytes | FileError:
         return FileError(source.display, None, f"could not read: {reason}")
 
 
-def _run(
-    work: list[_Job], task: Callable[[_Job], _Result], jobs: int | None, preload: str
-) -> list[_Result]:
-    """`task` of every job: in this process, or in a pool when there is enough to parse.
-    `preload` is the module the task needs, imported once before forking the workers."""
+def _run(work: list[_Job], task: Callable[[_Job], _Result], jobs: int | None) -> list[_Result]:
+    """`task` of every job: in this process, or in a pool when there is enough to parse. The
+    modules of the kinds to parse are imported once before forking the workers."""
     workers = min(jobs or os.cpu_count() or 1, len(work))
     if workers <= 1 or sum(len(job.data) for job in work) < _POOL_MIN_BYTES:
         return [task(job) for job in work]
     context = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
     if context.get_start_method() == "fork":
-        importlib.import_module(preload)  # loaded once here, inherited by the workers
+        for kind in sorted({job.kind for job in work}):
+            kinds.load(kind)  # loaded once here, inherited by the workers
     chunksize = max(1, len(work) // (workers * 4))
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
         return list(pool.map(task, work, chunksize=chunksize))
@@ -147,20 +142,7 @@ def scan_source(
     path: str, data: bytes, kind: str, catalogue: Catalogue, enabled: frozenset[str]
 ) -> FileResult:
     """Scans one file's bytes as the given kind ("python", "shell", "dotenv"...)."""
-    if kind == "python":
-        from xlamigrate.python.scan import scan_python  # libcst: only when a file needs parsing
-
-        too_deep = nesting_error(path, data)
-        if too_deep is not None:
-            return FileResult(path, errors=(too_deep,))
-        return scan_python(path, data, catalogue, enabled)
-    if kind == "notebook":
-        from xlamigrate.notebook import scan_notebook
-
-        return scan_notebook(path, data, catalogue, enabled)
-    from xlamigrate.textscan import scan_text
-
-    return scan_text(path, data, kind, catalogue, enabled)
+    return kinds.load(kind).scan(path, data, catalogue, enabled)
 
 
 def rewrite_source(
@@ -173,20 +155,7 @@ def rewrite_source(
     unsafe_fixes: bool = False,
 ) -> RewriteOutcome:
     """Plans the rewrite of one file's bytes as the given kind; writes nothing."""
-    if kind == "python":
-        from xlamigrate.python.rewrite import rewrite_python
-
-        too_deep = nesting_error(path, data)
-        if too_deep is not None:
-            return RewriteOutcome(path, data, None, errors=(too_deep,))
-        return rewrite_python(path, data, catalogue, enabled, mode, unsafe_fixes)
-    if kind == "notebook":
-        from xlamigrate.notebook import rewrite_notebook
-
-        return rewrite_notebook(path, data, catalogue, enabled, mode, unsafe_fixes)
-    from xlamigrate.textscan import rewrite_text
-
-    return rewrite_text(path, data, kind, catalogue, enabled, mode, unsafe_fixes)
+    return kinds.load(kind).rewrite(path, data, catalogue, enabled, mode, unsafe_fixes)
 
 
 def _scan_job(job: _Job, catalogue: Catalogue, enabled: frozenset[str]) -> FileResult:

@@ -62,8 +62,8 @@ def analyse_env_accesses(
 ) -> EnvAccessAnalysis:
     """Every access to (and leftover mention of) a flag in the module, resolved; accesses to the
     `also` variables too (the rewriter's NEURON_* variables), without mentions."""
-    from xlamigrate.python.envresolve import resolve_walk  # the walk and resolution import us
-    from xlamigrate.python.envwalk import EnvWalker
+    from xlamigrate.kinds.python.envresolve import resolve_walk  # the walk and resolution import us
+    from xlamigrate.kinds.python.envwalk import EnvWalker
 
     walker = EnvWalker(frozenset(flags), frozenset(also))
     wrapper.visit(walker)

@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from xlamigrate.textaccess import TextEdit
+from xlamigrate.kinds.textaccess import TextEdit
 
 KEYWORDS = frozenset(
     {

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 import libcst as cst
 from libcst.metadata import Scope
 
-from xlamigrate.python.envaccess import EnvAccess
-from xlamigrate.python.literals import static_value
-from xlamigrate.python.training import TrainingScript, collect_nodes
+from xlamigrate.kinds.python.envaccess import EnvAccess
+from xlamigrate.kinds.python.literals import static_value
+from xlamigrate.kinds.python.training import TrainingScript, collect_nodes
 
 
 @dataclass(frozen=True)

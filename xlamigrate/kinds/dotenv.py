@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 
 from xlamigrate.flagvalue import FlagValue
-from xlamigrate.textaccess import TextAccess, TextAnalysis, line_removal
+from xlamigrate.kinds import textscan
+from xlamigrate.kinds.textaccess import TextAccess, TextAnalysis, line_removal
 
 _ASSIGNMENT = re.compile(
     r"^[ \t]*(?:export[ \t]+)?(?P<name>[A-Za-z_][A-Za-z0-9_.]*)[ \t]*=[ \t]*"
@@ -53,3 +54,7 @@ def render(syntax: str, name: str, value: str, append: bool = False) -> str:
     if re.fullmatch(r"[A-Za-z0-9_./:=,+-]*", value):
         return f"{name}={value}"
     return f'{name}="{value}"'
+
+
+KIND = textscan.TextKind(analyse, render)
+scan, rewrite = KIND.scan, KIND.rewrite

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 import libcst as cst
 from libcst.metadata import Scope, ScopeProvider
 
+from xlamigrate.kinds.python.envaccess import Form
+from xlamigrate.kinds.python.literals import string_value
 from xlamigrate.model import Access, Target
-from xlamigrate.python.envaccess import Form
-from xlamigrate.python.literals import string_value
 
 ENVIRON = "os.environ"
 _ENV_FUNCTIONS: dict[str, Access] = {

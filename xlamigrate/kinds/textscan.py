@@ -5,16 +5,12 @@ are the same for all."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from importlib import import_module
-from types import ModuleType
 
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.findings import access_findings, manual_finding
-from xlamigrate.model import FileError, FileResult, Finding, RewriteOutcome
-from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING, merge_auto_cast_none
-from xlamigrate.suppression import is_suppressed, parse_suppressions
-from xlamigrate.textaccess import (
+from xlamigrate.kinds.textaccess import (
     LineIndex,
     TextAccess,
     TextAnalysis,
@@ -22,14 +18,40 @@ from xlamigrate.textaccess import (
     apply_edits,
     hash_comments,
 )
+from xlamigrate.model import FileError, FileResult, Finding, RewriteOutcome
+from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING, merge_auto_cast_none
+from xlamigrate.suppression import is_suppressed, parse_suppressions
 
-KIND_MODULES = {
-    "dotenv": "xlamigrate.dotenv",
-    "shell": "xlamigrate.shell",
-    "dockerfile": "xlamigrate.dockerfile",
-    "yaml": "xlamigrate.yaml_env",
-}
 _RECIPE_FLAGS = ("XLA_USE_BF16", "XLA_DOWNCAST_BF16")
+
+
+Analyse = Callable[[str, frozenset[str]], TextAnalysis]
+Render = Callable[..., str]  # (syntax, name, value, append=False) -> the construct's text
+
+
+@dataclass(frozen=True)
+class TextKind:
+    """A text kind's two parts: `analyse(text, names)` finds the accesses, `render(syntax, name,
+    value, append=False)` spells an assignment in the construct an access was found in."""
+
+    analyse: Analyse
+    render: Render
+
+    def scan(
+        self, path: str, data: bytes, catalogue: Catalogue, enabled: frozenset[str]
+    ) -> FileResult:
+        return scan_text(path, data, self, catalogue, enabled)
+
+    def rewrite(
+        self,
+        path: str,
+        data: bytes,
+        catalogue: Catalogue,
+        enabled: frozenset[str],
+        mode: str,
+        unsafe_fixes: bool = False,
+    ) -> RewriteOutcome:
+        return rewrite_text(path, data, self, catalogue, enabled, mode, unsafe_fixes)
 
 
 @dataclass(frozen=True)
@@ -47,17 +69,14 @@ def _decode(path: str, data: bytes) -> _Decoded | FileError:
         return FileError(path, line, f"could not decode as UTF-8: {error.reason}")
 
 
-def _analyse(
-    path: str, kind: str, text: str, catalogue: Catalogue
-) -> tuple[ModuleType, TextAnalysis]:
-    module = import_module(KIND_MODULES[kind])
+def _analyse(path: str, kind: TextKind, text: str, catalogue: Catalogue) -> TextAnalysis:
     names = frozenset(catalogue.flags) | {STOCHASTIC_ROUNDING, NEURON_CC_FLAGS}
-    analysis: TextAnalysis = module.analyse(text, names)
+    analysis = kind.analyse(text, names)
     accesses = tuple(
         replace(a, launched=_in_tree(path, a.launched)) if a.launched else a
         for a in analysis.accesses
     )
-    return module, replace(analysis, accesses=accesses)
+    return replace(analysis, accesses=accesses)
 
 
 def _in_tree(path: str, scripts: tuple[str, ...]) -> tuple[str, ...]:
@@ -96,12 +115,12 @@ def _problems(path: str, analysis: TextAnalysis) -> tuple[FileError, ...]:
 
 
 def scan_text(
-    path: str, data: bytes, kind: str, catalogue: Catalogue, enabled: frozenset[str]
+    path: str, data: bytes, kind: TextKind, catalogue: Catalogue, enabled: frozenset[str]
 ) -> FileResult:
     decoded = _decode(path, data)
     if isinstance(decoded, FileError):
         return FileResult(path, errors=(decoded,))
-    _, analysis = _analyse(path, kind, decoded.text, catalogue)
+    analysis = _analyse(path, kind, decoded.text, catalogue)
     found = [f for _, f in _reported(path, decoded.text, analysis, catalogue, enabled)]
     findings = tuple(sorted(found, key=lambda f: f.sort_key))
     return FileResult(path, findings=findings, errors=_problems(path, analysis))
@@ -110,7 +129,7 @@ def scan_text(
 def rewrite_text(
     path: str,
     data: bytes,
-    kind: str,
+    kind: TextKind,
     catalogue: Catalogue,
     enabled: frozenset[str],
     mode: str,
@@ -120,7 +139,7 @@ def rewrite_text(
     if isinstance(decoded, FileError):
         return RewriteOutcome(path, data, None, errors=(decoded,))
     text = decoded.text
-    module, analysis = _analyse(path, kind, text, catalogue)
+    analysis = _analyse(path, kind, text, catalogue)
     pairs = _reported(path, text, analysis, catalogue, enabled)
     errors = _problems(path, analysis)
     if not pairs:
@@ -147,7 +166,7 @@ def rewrite_text(
         )
         edit = access.removal
         if enabling and not replaced_once and access.assignment is not None:
-            replacement = _recipe_assignment(module, access, mode, has_rounding, flag_writes)
+            replacement = _recipe_assignment(kind.render, access, mode, has_rounding, flag_writes)
             if replacement is not None:
                 edit = TextEdit(*access.assignment, replacement)
                 fallbacks[edit] = access.removal
@@ -159,7 +178,7 @@ def rewrite_text(
         fixed.append(finding)
     migrated = any(a.variable in _RECIPE_FLAGS and f in fixed for a, f in pairs)
     if mode == "autocast" and migrated and not replaced_once:
-        edits.extend(_merge_flag_literals(module, flag_writes))
+        edits.extend(_merge_flag_literals(kind.render, flag_writes))
     if mode == "fp32-copy" and migrated:  # master weights replace rounding: drop an explicit "1"
         edits.extend(
             a.removal
@@ -230,7 +249,7 @@ def _whole_containers(accesses: tuple[TextAccess, ...], edits: list[TextEdit]) -
 
 
 def _recipe_assignment(
-    module: ModuleType,
+    render: Render,
     access: TextAccess,
     mode: str,
     has_rounding: bool,
@@ -238,15 +257,13 @@ def _recipe_assignment(
 ) -> str | None:
     """What the first enabling write becomes in the same construct, per mode (None: removed)."""
     if mode == "full-bf16" and not has_rounding:
-        rendered: str = module.render(access.syntax, STOCHASTIC_ROUNDING, "1")
-        return rendered
+        return render(access.syntax, STOCHASTIC_ROUNDING, "1")
     if mode == "autocast" and not flag_writes:
-        rendered = module.render(access.syntax, NEURON_CC_FLAGS, "--auto-cast=none", append=True)
-        return rendered
+        return render(access.syntax, NEURON_CC_FLAGS, "--auto-cast=none", append=True)
     return None
 
 
-def _merge_flag_literals(module: ModuleType, flag_writes: list[TextAccess]) -> list[TextEdit]:
+def _merge_flag_literals(render: Render, flag_writes: list[TextAccess]) -> list[TextEdit]:
     edits = []
     for write in flag_writes:
         literal = write.value.literal if write.value else None
@@ -254,9 +271,7 @@ def _merge_flag_literals(module: ModuleType, flag_writes: list[TextAccess]) -> l
             continue
         merged = merge_auto_cast_none(literal)
         if merged != literal:
-            edits.append(
-                TextEdit(*write.assignment, module.render(write.syntax, NEURON_CC_FLAGS, merged))
-            )
+            edits.append(TextEdit(*write.assignment, render(write.syntax, NEURON_CC_FLAGS, merged)))
     return edits
 
 

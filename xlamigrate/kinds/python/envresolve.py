@@ -9,9 +9,8 @@ from dataclasses import dataclass
 import libcst as cst
 
 from xlamigrate.flagvalue import FlagValue
-from xlamigrate.model import Access, Target
-from xlamigrate.python.envaccess import EnvAccess, EnvAccessAnalysis, FlagMention, Form
-from xlamigrate.python.envwalk import (
+from xlamigrate.kinds.python.envaccess import EnvAccess, EnvAccessAnalysis, FlagMention, Form
+from xlamigrate.kinds.python.envwalk import (
     Environ,
     EnvWalker,
     FunctionInfo,
@@ -21,7 +20,8 @@ from xlamigrate.python.envwalk import (
     RawAccess,
     Receiver,
 )
-from xlamigrate.python.literals import static_value, string_value
+from xlamigrate.kinds.python.literals import static_value, string_value
+from xlamigrate.model import Access, Target
 
 
 def resolve_walk(walk: EnvWalker) -> EnvAccessAnalysis:

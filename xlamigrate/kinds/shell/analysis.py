@@ -17,10 +17,10 @@ from typing import Any
 import bashlex  # type: ignore[import-untyped]
 
 from xlamigrate.flagvalue import FlagValue
+from xlamigrate.kinds.shell.lex import Token, lex, prepare
+from xlamigrate.kinds.textaccess import TextAccess, TextAnalysis, TextEdit, line_removal
 from xlamigrate.model import Access, Applicability
 from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING
-from xlamigrate.shell_lex import Token, lex, prepare
-from xlamigrate.textaccess import TextAccess, TextAnalysis, TextEdit, line_removal
 
 
 def _guard_parameter_expansion() -> None:

@@ -20,16 +20,16 @@ from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvide
 
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.findings import manual_finding
+from xlamigrate.kinds.python.conditions import Condition, enabling_condition, expressible_at
+from xlamigrate.kinds.python.detect import span_of
+from xlamigrate.kinds.python.envaccess import EnvAccess, analyse_env_accesses
+from xlamigrate.kinds.python.literals import string_value
+from xlamigrate.kinds.python.parse import parse_python
+from xlamigrate.kinds.python.plan import Plan, apply_plan
+from xlamigrate.kinds.python.scan import reported
+from xlamigrate.kinds.python.training import TrainingScript, code_of, collect_nodes
 from xlamigrate.model import FileError, Finding, RewriteOutcome, Span
 from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING, merge_auto_cast_none
-from xlamigrate.python.conditions import Condition, enabling_condition, expressible_at
-from xlamigrate.python.detect import span_of
-from xlamigrate.python.envaccess import EnvAccess, analyse_env_accesses
-from xlamigrate.python.literals import string_value
-from xlamigrate.python.parse import parse_python
-from xlamigrate.python.plan import Plan, apply_plan
-from xlamigrate.python.scan import reported
-from xlamigrate.python.training import TrainingScript, code_of, collect_nodes
 
 MODES = ("full-bf16", "fp32-copy", "autocast")
 RUNTIME = "xlamigrate.runtime"

@@ -10,7 +10,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
-from xlamigrate.dockerfile_parse import (
+from xlamigrate.flagvalue import FlagValue
+from xlamigrate.kinds.dockerfile.parse import (
     KEYWORDS,
     Instruction,
     Text,
@@ -20,7 +21,7 @@ from xlamigrate.dockerfile_parse import (
     item_removals,
     parse,
 )
-from xlamigrate.dockerfile_shell import (
+from xlamigrate.kinds.dockerfile.shell import (
     SHELL_ASSIGNMENT,
     Context,
     py_scripts,
@@ -29,9 +30,8 @@ from xlamigrate.dockerfile_shell import (
     shell_tokens,
     shell_words,
 )
-from xlamigrate.flagvalue import FlagValue
+from xlamigrate.kinds.textaccess import TextAccess, TextAnalysis
 from xlamigrate.neuronflags import NEURON_CC_FLAGS
-from xlamigrate.textaccess import TextAccess, TextAnalysis
 
 # Values written without quotes (the legacy ENV form also takes single spaces between words).
 _BARE = re.compile(r"[A-Za-z0-9_./:=,+@%-]*")

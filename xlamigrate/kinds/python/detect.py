@@ -9,8 +9,8 @@ from libcst.metadata import CodeRange
 
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.findings import MENTION_RULE, access_findings
+from xlamigrate.kinds.python.envaccess import EnvAccess, EnvAccessAnalysis, FlagMention
 from xlamigrate.model import Finding, Fix, Span
-from xlamigrate.python.envaccess import EnvAccess, EnvAccessAnalysis, FlagMention
 
 _MENTION_PHRASE = {
     "string": "{variable} named in a string",

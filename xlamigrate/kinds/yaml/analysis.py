@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any, Protocol
 
 from xlamigrate.flagvalue import FlagValue
-from xlamigrate.textaccess import TextAccess, TextAnalysis, TextEdit, line_removal
+from xlamigrate.kinds.textaccess import TextAccess, TextAnalysis, TextEdit, line_removal
 
 
 class Node(Protocol):

@@ -10,15 +10,15 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from xlamigrate.catalogue import Catalogue
-from xlamigrate.model import FileError, FileResult, Finding
-from xlamigrate.python.detect import classified
-from xlamigrate.python.envaccess import (
+from xlamigrate.kinds.python.detect import classified
+from xlamigrate.kinds.python.envaccess import (
     EnvAccess,
     EnvAccessAnalysis,
     FlagMention,
     analyse_env_accesses,
 )
-from xlamigrate.python.parse import parse_python
+from xlamigrate.kinds.python.parse import parse_python
+from xlamigrate.model import FileError, FileResult, Finding
 from xlamigrate.suppression import is_suppressed, parse_suppressions
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import libcst as cst
 
-from xlamigrate.python.imports import add_imports
+from xlamigrate.kinds.python.imports import add_imports
 
 _Block = cst.Module | cst.IndentedBlock
 

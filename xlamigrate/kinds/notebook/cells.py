@@ -10,13 +10,12 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field, replace
-from importlib.util import find_spec
 from typing import Any
 
 from xlamigrate.catalogue import Catalogue
+from xlamigrate.kinds.notebook.lines import source_file_lines
 from xlamigrate.model import FileError, FileResult, Finding, RewriteOutcome, Span
 from xlamigrate.nesting import nesting_error
-from xlamigrate.notebook_lines import source_file_lines
 
 _CELL_MARKER = "# xlamigrate-cell {index}"
 _CELL_MARKER_RE = re.compile(r"^# xlamigrate-cell (\d+)\n?$")
@@ -135,7 +134,7 @@ def _cell_line(module: _Module, match: re.Match[str]) -> str:
 def scan_notebook(
     path: str, data: bytes, catalogue: Catalogue, enabled: frozenset[str]
 ) -> FileResult:
-    from xlamigrate.python.scan import scan_python
+    from xlamigrate.kinds.python.scan import scan_python
 
     notebook = _load(path, data)
     if isinstance(notebook, FileError):
@@ -195,16 +194,15 @@ def _scan_shell(
     catalogue: Catalogue,
     enabled: frozenset[str],
 ) -> tuple[list[Finding], list[FileError]]:
-    from xlamigrate.textscan import scan_text
+    from xlamigrate.kinds.shell import KIND as SHELL
+    from xlamigrate.kinds.textscan import scan_text
 
     findings: list[Finding] = []
     errors: list[FileError] = []
-    if find_spec("xlamigrate.shell") is None:  # shell support not installed in this build
-        return findings, errors
     for cell, text, first_line in _shell_sources(notebook, module):
         if not any(flag in text for flag in catalogue.flags):
             continue
-        result = scan_text(path, text.encode("utf-8"), "shell", catalogue, enabled)
+        result = scan_text(path, text.encode("utf-8"), SHELL, catalogue, enabled)
         for finding in result.findings:
             span = finding.span
             shifted = Span(
@@ -226,7 +224,7 @@ def rewrite_notebook(
     mode: str,
     unsafe_fixes: bool = False,
 ) -> RewriteOutcome:
-    from xlamigrate.python.rewrite import rewrite_python
+    from xlamigrate.kinds.python.rewrite import rewrite_python
 
     notebook = _load(path, data)
     if isinstance(notebook, FileError):

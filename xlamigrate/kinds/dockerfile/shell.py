@@ -10,10 +10,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
-from xlamigrate.dockerfile_parse import Text, Unparsable, item_removals, unquote
 from xlamigrate.flagvalue import FlagValue
+from xlamigrate.kinds.dockerfile.parse import Text, Unparsable, item_removals, unquote
+from xlamigrate.kinds.textaccess import TextAccess, TextEdit, line_removal
 from xlamigrate.neuronflags import NEURON_CC_FLAGS
-from xlamigrate.textaccess import TextAccess, TextEdit, line_removal
 
 SHELL_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _REDIRECT = re.compile(r"&>>?|[0-9]*(?:<<<|<<-|<<|>>|<>|>&|<&|>\||<|>)")

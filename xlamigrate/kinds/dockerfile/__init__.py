@@ -1,0 +1,9 @@
+"""Dockerfile files: see `analysis.py`; findings and rewrites come from the shared text model."""
+
+from __future__ import annotations
+
+from xlamigrate.kinds import textscan
+from xlamigrate.kinds.dockerfile.analysis import analyse, render
+
+KIND = textscan.TextKind(analyse, render)
+scan, rewrite = KIND.scan, KIND.rewrite

@@ -1,1 +1,0 @@
-"""Python support: libcst parsing, the env-access model, detection."""
