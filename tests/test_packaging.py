@@ -29,7 +29,7 @@ def test_importing_the_cli_does_not_import_torch_or_libcst() -> None:
     assert "torch" not in modules
     assert "torch_xla" not in modules
     assert "libcst" not in modules
-    assert not modules & {"bashlex", "ruamel", "nbformat"}  # parsers load per file kind
+    assert not modules & {"tree_sitter", "tree_sitter_bash", "ruamel", "nbformat"}  # per file kind
 
 
 def test_scanning_files_without_flags_never_loads_the_parser(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
-"""Shell scripts: what `kinds.shell.analysis.analyse` finds (offsets, values, forms, the scripts a
-command launches, how each write is removed), its fallback where bashlex cannot parse, and the
-rewritten `.out.sh` fixtures."""
+"""Shell scripts: what the shell engine (`kinds.shell.analysis`) finds (offsets, values, forms,
+the scripts a command launches, how each write is removed), how it recovers around syntax
+errors, and the rewritten `.out.sh` fixtures."""
 
 from __future__ import annotations
 
@@ -11,15 +11,16 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-import bashlex
 import pytest
 
 from tests.conftest import FIXTURES
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.engine import scan_source
 from xlamigrate.kinds.python.rewrite import MODES
-from xlamigrate.kinds.shell.analysis import analyse, literal, render
-from xlamigrate.kinds.shell.lex import prepare
+from xlamigrate.kinds.shell.analysis import analyse
+from xlamigrate.kinds.shell.render import render
+from xlamigrate.kinds.shell.syntax import parse
+from xlamigrate.kinds.shell.words import literal
 from xlamigrate.kinds.textaccess import TextAccess, apply_edits, hash_comments
 from xlamigrate.suppression import parse_suppressions
 
@@ -49,7 +50,7 @@ def removed(text: str, access: TextAccess) -> str:
 
 @pytest.fixture(autouse=True)
 def no_hang() -> Iterator[None]:
-    """bashlex loops forever on some inputs; a test that hangs fails instead."""
+    """A test that hangs (a parser loop) fails instead."""
     if not hasattr(signal, "SIGALRM"):
         yield
         return
@@ -100,7 +101,11 @@ def test_an_export_of_flags_only_can_go_whole() -> None:
 def test_prefix_assignment_is_removed_and_the_command_stays() -> None:
     text = "XLA_USE_BF16=1 python train.py --bf16\n"
     access = only(text)
-    assert (access.form, access.syntax, access.launched) == ("prefix", "prefix", ("train.py",))
+    assert (access.form, access.syntax, access.launched) == (
+        "prefix",
+        "shell:prefix",
+        ("train.py",),
+    )
     assert access.start == 0 and text[access.start : access.end] == "XLA_USE_BF16=1"
     assert removed(text, access) == "python train.py --bf16\n"
 
@@ -130,7 +135,7 @@ def test_declare_and_typeset_with_x_are_exports() -> None:
     first, second = accesses(text)
     assert (first.form, first.syntax, text[first.start : first.end]) == (
         "declare",
-        "declare",
+        "shell:declare",
         "XLA_USE_BF16=1",
     )
     assert second.value is not None and second.value.enabled is False
@@ -140,7 +145,7 @@ def test_declare_and_typeset_with_x_are_exports() -> None:
 def test_plain_assignment_is_a_write_whose_replacement_is_exported() -> None:
     text = "XLA_USE_BF16=1\nexport XLA_USE_BF16\n"
     assignment, bare = accesses(text)
-    assert (assignment.form, assignment.syntax) == ("assignment", "statement")
+    assert (assignment.form, assignment.syntax) == ("assignment", "shell:statement")
     assert render(assignment.syntax, "NEURON_RT_STOCHASTIC_ROUNDING_EN", "1") == (
         "export NEURON_RT_STOCHASTIC_ROUNDING_EN=1"
     )
@@ -331,18 +336,33 @@ def test_the_command_string_of_bash_c_is_a_script() -> None:
     export, prefix = accesses(text)
     assert (export.form, export.syntax, export.launched) == (
         "export",
-        "export+double",
+        "shell:export|shell-double",
         ("train.py",),
     )
     assert "bash -c" in export.note
     assert removed(text, export).startswith('srun bash -c "python train.py --out $OUT"\n')
-    assert (prefix.form, prefix.syntax) == ("prefix", "prefix+single")
+    assert (prefix.form, prefix.syntax) == ("prefix", "shell:prefix|shell-single")
     assert removed(text, prefix).endswith("sh -c 'python train.py'\n")
 
 
-def test_a_bash_c_string_with_escapes_is_not_read_as_a_script() -> None:
-    text = 'bash -c "echo \\"hi\\"; export XLA_USE_BF16=1"\n'
-    assert accesses(text) == []
+def test_a_bash_c_string_with_escapes_is_read_through_them() -> None:
+    text = 'bash -c "echo \\"hi\\"; export XLA_USE_BF16=1; python t.py"\n'
+    access = only(text)
+    assert text[access.start : access.end] == "XLA_USE_BF16=1"
+    assert access.launched == ("t.py",)
+    assert removed(text, access) == 'bash -c "echo \\"hi\\"; python t.py"\n'
+
+
+def test_sbatch_wrap_and_ssh_strings_are_scripts() -> None:
+    text = (
+        "sbatch --nodes 2 --wrap 'export XLA_USE_BF16=1; srun python train.py'\n"
+        'ssh -i key worker-1 "XLA_DOWNCAST_BF16=1 python train.py"\n'
+    )
+    wrap, remote = accesses(text)
+    assert (wrap.variable, wrap.launched) == ("XLA_USE_BF16", ("train.py",))
+    assert "sbatch --wrap" in wrap.note
+    assert (remote.form, remote.launched) == ("prefix", ("train.py",))
+    assert "another machine" in remote.note
 
 
 # -- line endings, render ------------------------------------------------------------------------
@@ -358,50 +378,50 @@ def test_crlf_offsets_are_in_the_decoded_text() -> None:
 
 
 def test_render_keeps_the_construct_and_appends_to_the_environment() -> None:
-    assert render("export", "NEURON_RT_STOCHASTIC_ROUNDING_EN", "1") == (
+    assert render("shell:export", "NEURON_RT_STOCHASTIC_ROUNDING_EN", "1") == (
         "NEURON_RT_STOCHASTIC_ROUNDING_EN=1"
     )
-    assert render("prefix", "NEURON_CC_FLAGS", "--auto-cast=none", append=True) == (
+    assert render("shell:prefix", "NEURON_CC_FLAGS", "--auto-cast=none", append=True) == (
         'NEURON_CC_FLAGS="${NEURON_CC_FLAGS:-} --auto-cast=none"'
     )
-    assert render("export", "NEURON_CC_FLAGS", "--model-type=transformer --auto-cast=none") == (
-        'NEURON_CC_FLAGS="--model-type=transformer --auto-cast=none"'
-    )
-    assert render("assignment", "A", 'say "$x"') == 'A="say \\"\\$x\\""'
-    assert render("statement", "NEURON_RT_STOCHASTIC_ROUNDING_EN", "1") == (
+    assert render(
+        "shell:export", "NEURON_CC_FLAGS", "--model-type=transformer --auto-cast=none"
+    ) == ('NEURON_CC_FLAGS="--model-type=transformer --auto-cast=none"')
+    assert render("shell:assignment", "A", 'say "$x"') == 'A="say \\"\\$x\\""'
+    assert render("shell:statement", "NEURON_RT_STOCHASTIC_ROUNDING_EN", "1") == (
         "export NEURON_RT_STOCHASTIC_ROUNDING_EN=1"
     )
 
 
 def test_render_escapes_for_the_quoted_string_of_bash_c() -> None:
-    appended = render("export+double", "NEURON_CC_FLAGS", "--auto-cast=none", append=True)
+    appended = render(
+        "shell:export|shell-double", "NEURON_CC_FLAGS", "--auto-cast=none", append=True
+    )
     assert appended == 'NEURON_CC_FLAGS=\\"\\${NEURON_CC_FLAGS:-} --auto-cast=none\\"'
-    merged = render("export+single", "NEURON_CC_FLAGS", "--x='a b' --auto-cast=none")
+    merged = render("shell:export|shell-single", "NEURON_CC_FLAGS", "--x='a b' --auto-cast=none")
     assert merged == "NEURON_CC_FLAGS=\"--x='\\''a b'\\'' --auto-cast=none\""
 
 
-# -- the fallback where bashlex cannot parse -----------------------------------------------------
+# -- syntax errors -------------------------------------------------------------------------------
 
 
-def test_unparsable_syntax_is_a_problem_and_lines_are_still_read() -> None:
+def test_a_syntax_error_is_a_problem_and_the_rest_is_still_read() -> None:
     text = (
         "export XLA_USE_BF16=1\n"
-        "select x in a b; do\n  export XLA_DOWNCAST_BF16=1\ndone\n"
+        'if [ -n "$X" ; then\n  export XLA_DOWNCAST_BF16=1\n'
         "XLA_USE_FP16=1 python train.py\n"
     )
     analysis = analyse(text, NAMES)
     ((line, message),) = analysis.problems
-    assert line == 2 and "select" in message
-    first, in_select, prefix = analysis.accesses
+    assert line == 5 and "syntax error" in message  # bash's own verdict: `fi` is missing
+    first, in_broken_if, prefix = analysis.accesses
     assert (first.applicability, first.note) == (None, "")
-    assert in_select.applicability == "unsafe" and "line by line" in in_select.note
-    # without a parse, the only command of a `do` body is replaced, not dropped
-    assert in_select.removal is not None and in_select.removal.replacement == ":"
-    assert (prefix.form, prefix.launched) == ("prefix", ("train.py",))
+    assert in_broken_if.applicability == "manual" and "syntax error on line" in in_broken_if.note
+    assert prefix.variable == "XLA_USE_FP16"
 
 
-def test_a_failure_later_in_the_file_leaves_case_clauses_parsed() -> None:
-    text = "case $1 in\n  a) export XLA_USE_BF16=1 ;;\nesac\nselect x in a; do :; done\n"
+def test_an_error_later_in_the_file_leaves_earlier_statements_editable() -> None:
+    text = "case $1 in\n  a) export XLA_USE_BF16=1 ;;\nesac\necho )\n"
     analysis = analyse(text, NAMES)
     assert [line for line, _ in analysis.problems] == [4]
     (access,) = analysis.accesses
@@ -412,7 +432,27 @@ def test_a_failure_later_in_the_file_leaves_case_clauses_parsed() -> None:
 @pytest.mark.parametrize(
     "text",
     [
-        "echo '${'x $XLA_USE_BF16\n",  # bashlex 0.18 loops forever on both of these
+        'SCRIPT_DIR=$( cd -- "$( dirname -- "${BASH_SOURCE[0]}" )" &> /dev/null && pwd )\n',
+        "select x in a b; do echo $x; done\n",
+        "if [[ $A == x && ( -n $B || $C =~ ^v[0-9]+$ ) ]]; then :; fi\n",
+        "coproc worker { sleep 1; }\n",
+        'arr=(a \'b c\' "$d"); echo "${arr[@]:1}" ${#arr[@]} ${!arr[*]}\n',
+        "f() ( cd /tmp && ls )\nfunction g { :; }\n",
+        "cat <<-'EOF'\n\tliteral $X\n\tEOF\n",
+        "x=$(( (1 + 2) << 3 )); (( x > 2 )) && echo big\n",
+    ],
+)
+def test_what_bash_accepts_is_never_a_problem(text: str) -> None:
+    bash = shutil.which("bash")
+    if bash is not None:
+        subprocess.run([bash, "-n"], input=text.encode(), check=True)
+    assert analyse(text + "export XLA_USE_BF16=1\n", NAMES).problems == ()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "echo '${'x $XLA_USE_BF16\n",
         "v=$(x # ${\n)\nexport XLA_USE_BF16=1\n",
         'echo "unterminated $XLA_USE_BF16\n',
         "export XLA_USE_BF16=$((\n",
@@ -429,19 +469,6 @@ def test_broken_scripts_never_crash_or_hang(text: str) -> None:
         assert 0 <= access.start <= access.end <= len(text)
 
 
-def test_the_prepared_text_keeps_every_offset() -> None:
-    text = (
-        'case "$1" in a) x=1 ;; esac\nif [[ -n $A ]]; then :; fi\nn=$((1 + 2))\n'
-        "arr=(a b)\ncat <<'EOF'\nbody\nEOF\ntime ls\n"
-    )
-    prepared = prepare(text)
-    assert len(prepared.text) == len(text)
-    assert [i for i, c in enumerate(prepared.text) if c == "\n"] == [
-        i for i, c in enumerate(text) if c == "\n"
-    ]
-    bashlex.parse(prepared.text)
-
-
 # -- the rewritten fixtures ----------------------------------------------------------------------
 
 
@@ -454,13 +481,7 @@ def test_rewritten_script_parses_and_sets_no_legacy_flag(
     output: Path, catalogue: Catalogue
 ) -> None:
     text = output.read_bytes().decode()
-    prepared = prepare(text)
-    bashlex.parse(prepared.text)  # what bashlex reads; `case` bodies on their own
-    for case in prepared.cases:
-        for clause in case.clauses:
-            body = prepare(text[slice(*clause.body)]).text
-            if body.strip():
-                bashlex.parse(body)
+    assert not parse(text).root.has_error  # tree-sitter-bash reads it all
     bash = shutil.which("bash")
     if bash is not None:
         subprocess.run([bash, "-n", str(output)], check=True)

@@ -19,6 +19,7 @@ from xlamigrate.model import APPLICABILITIES, SEVERITIES, Applicability, Severit
 
 FLAGS_FILE = "flags.toml"
 MODES_FILE = "modes.toml"
+LAUNCHERS_FILE = "launchers.toml"  # read by xlamigrate.kinds.launch
 
 
 class CatalogueError(Exception):
@@ -104,7 +105,7 @@ def load_catalogue(directory: Traversable | None = None) -> Catalogue:
     modes: dict[str, Mode] = {}
     entries = sorted(directory.iterdir(), key=lambda entry: entry.name)
     for entry in entries:
-        if not entry.name.endswith(".toml"):
+        if not entry.name.endswith(".toml") or entry.name == LAUNCHERS_FILE:
             continue
         data = _read_toml(entry)
         if entry.name == FLAGS_FILE:

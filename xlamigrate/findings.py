@@ -56,6 +56,22 @@ def access_findings(
         )
 
 
+def mention_finding(
+    catalogue: Catalogue, path: str, span: Span, variable: str, where: str
+) -> Finding:
+    """A flag's name xlamigrate cannot follow (XM301): `where` says what holds it."""
+    rule = catalogue.rule(MENTION_RULE)
+    return Finding(
+        code=rule.code,
+        path=path,
+        span=span,
+        severity=rule.severity,
+        message=rule.message.format(subject=f"{variable} named {where}"),
+        variable=variable,
+        fix=Fix(rule.fix) if rule.fix else None,
+    )
+
+
 def manual_finding(catalogue: Catalogue, code: str, path: str, span: Span, subject: str) -> Finding:
     """A step the rewrite leaves to the user (XM4xx), worded by its rule."""
     rule = catalogue.rule(code)

@@ -49,9 +49,21 @@ class TextAccess:
 
 
 @dataclass(frozen=True)
+class TextMention:
+    """A flag's name where no access accounts for it (a Python one-liner in a shell string, a
+    config a here-document writes): reported for review (XM301), never edited."""
+
+    variable: str
+    start: int
+    end: int
+    note: str = ""
+
+
+@dataclass(frozen=True)
 class TextAnalysis:
     accesses: tuple[TextAccess, ...] = ()
     problems: tuple[tuple[int | None, str], ...] = ()  # (line, message): what could not be read
+    mentions: tuple[TextMention, ...] = ()
 
 
 class LineIndex:

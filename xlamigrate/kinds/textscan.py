@@ -9,12 +9,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from xlamigrate.catalogue import Catalogue
-from xlamigrate.findings import access_findings, manual_finding
+from xlamigrate.findings import MENTION_RULE, access_findings, manual_finding, mention_finding
+from xlamigrate.kinds.embedded import SHELL_SYNTAX, CannotRender
 from xlamigrate.kinds.textaccess import (
     LineIndex,
     TextAccess,
     TextAnalysis,
     TextEdit,
+    TextMention,
     apply_edits,
     hash_comments,
 )
@@ -89,17 +91,37 @@ def _in_tree(path: str, scripts: tuple[str, ...]) -> tuple[str, ...]:
     )
 
 
+_MENTION_WHERE = (
+    "in text xlamigrate cannot follow (a string another program reads, a file a here-document"
+    " writes)"
+)
+
+
 def _reported(
     path: str, text: str, analysis: TextAnalysis, catalogue: Catalogue, enabled: frozenset[str]
-) -> list[tuple[TextAccess, Finding]]:
+) -> list[tuple[TextAccess | TextMention, Finding]]:
     index = LineIndex(text)
-    pairs = [
+    pairs: list[tuple[TextAccess | TextMention, Finding]] = [
         (access, finding)
         for access, finding in access_findings(
             path, analysis.accesses, lambda a: index.span(a.start, a.end), catalogue
         )
         if finding.code in enabled
     ]
+    if MENTION_RULE in enabled:
+        pairs.extend(
+            (
+                mention,
+                mention_finding(
+                    catalogue,
+                    path,
+                    index.span(mention.start, mention.end),
+                    mention.variable,
+                    mention.note or _MENTION_WHERE,
+                ),
+            )
+            for mention in analysis.mentions
+        )
     table = parse_suppressions(hash_comments(text)) if pairs else {}
     return [
         (access, finding)
@@ -155,7 +177,7 @@ def rewrite_text(
     for access, finding in pairs:
         applicability = finding.fix.applicability if finding.fix else None
         allowed = applicability == "safe" or (applicability == "unsafe" and unsafe_fixes)
-        if access.kind == "read" or not allowed:
+        if isinstance(access, TextMention) or access.kind == "read" or not allowed:
             remaining.append(finding)
             continue
         enabling = (
@@ -166,7 +188,11 @@ def rewrite_text(
         )
         edit = access.removal
         if enabling and not replaced_once and access.assignment is not None:
-            replacement = _recipe_assignment(kind.render, access, mode, has_rounding, flag_writes)
+            try:
+                replacement = _recipe_assignment(kind, access, mode, has_rounding, flag_writes)
+            except CannotRender:  # the host cannot spell the recipe's variable here
+                remaining.append(_manual(catalogue, finding))
+                continue
             if replacement is not None:
                 edit = TextEdit(*access.assignment, replacement)
                 fallbacks[edit] = access.removal
@@ -176,9 +202,11 @@ def rewrite_text(
             continue
         edits.append(edit)
         fixed.append(finding)
-    migrated = any(a.variable in _RECIPE_FLAGS and f in fixed for a, f in pairs)
+    migrated = any(
+        isinstance(a, TextAccess) and a.variable in _RECIPE_FLAGS and f in fixed for a, f in pairs
+    )
     if mode == "autocast" and migrated and not replaced_once:
-        edits.extend(_merge_flag_literals(kind.render, flag_writes))
+        edits.extend(_merge_flag_literals(kind, flag_writes))
     if mode == "fp32-copy" and migrated:  # master weights replace rounding: drop an explicit "1"
         edits.extend(
             a.removal
@@ -248,8 +276,17 @@ def _whole_containers(accesses: tuple[TextAccess, ...], edits: list[TextEdit]) -
     return list(chosen)
 
 
+def _render(kind: TextKind, syntax: str, name: str, value: str, append: bool = False) -> str:
+    """An assignment in the construct of `syntax`: shell text anywhere is the shell's to spell."""
+    if syntax.startswith(SHELL_SYNTAX):
+        from xlamigrate.kinds.shell.render import render as render_shell
+
+        return render_shell(syntax, name, value, append=append)
+    return kind.render(syntax, name, value, append=append)
+
+
 def _recipe_assignment(
-    render: Render,
+    kind: TextKind,
     access: TextAccess,
     mode: str,
     has_rounding: bool,
@@ -257,13 +294,13 @@ def _recipe_assignment(
 ) -> str | None:
     """What the first enabling write becomes in the same construct, per mode (None: removed)."""
     if mode == "full-bf16" and not has_rounding:
-        return render(access.syntax, STOCHASTIC_ROUNDING, "1")
+        return _render(kind, access.syntax, STOCHASTIC_ROUNDING, "1")
     if mode == "autocast" and not flag_writes:
-        return render(access.syntax, NEURON_CC_FLAGS, "--auto-cast=none", append=True)
+        return _render(kind, access.syntax, NEURON_CC_FLAGS, "--auto-cast=none", append=True)
     return None
 
 
-def _merge_flag_literals(render: Render, flag_writes: list[TextAccess]) -> list[TextEdit]:
+def _merge_flag_literals(kind: TextKind, flag_writes: list[TextAccess]) -> list[TextEdit]:
     edits = []
     for write in flag_writes:
         literal = write.value.literal if write.value else None
@@ -271,7 +308,9 @@ def _merge_flag_literals(render: Render, flag_writes: list[TextAccess]) -> list[
             continue
         merged = merge_auto_cast_none(literal)
         if merged != literal:
-            edits.append(TextEdit(*write.assignment, render(write.syntax, NEURON_CC_FLAGS, merged)))
+            edits.append(
+                TextEdit(*write.assignment, _render(kind, write.syntax, NEURON_CC_FLAGS, merged))
+            )
     return edits
 
 

@@ -1,9 +1,11 @@
-"""Shell files: see `analysis.py`; findings and rewrites come from the shared text model."""
+"""Shell files (launchers, SLURM jobs) through the one shell engine (`analysis.py`); findings
+and rewrites come from the shared text model."""
 
 from __future__ import annotations
 
 from xlamigrate.kinds import textscan
-from xlamigrate.kinds.shell.analysis import analyse, render
+from xlamigrate.kinds.shell.analysis import analyse
+from xlamigrate.kinds.shell.render import render
 
 KIND = textscan.TextKind(analyse, render)
 scan, rewrite = KIND.scan, KIND.rewrite

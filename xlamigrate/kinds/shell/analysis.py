@@ -1,10 +1,13 @@
-"""Shell scripts (launchers, SLURM jobs): `export X=1`, `X=1 cmd` prefixes, `env X=1 cmd`,
-`declare -x X=1`, plain `X=1`, `unset X` and `$X` reads, found with bashlex.
+"""The one shell engine: the flag accesses of a shell script, on tree-sitter-bash.
 
-bashlex cannot parse `case`, `[[ ]]`, arithmetic or quoted here-document delimiters;
-`shell_lex.prepare` rewrites those, length for length, into text it parses, and the bodies of
-`case` clauses and here-documents are analysed as scripts of their own. What bashlex still
-cannot parse is reported as a problem and read line by line.
+Writes (`export X=1`, `X=1 cmd` prefixes, `env X=1 cmd`, `declare -x`, plain `X=1`,
+`mpirun -x X=1`, SLURM `--export` lists), deletes (`unset X`, `env -u X`, `export -n X`) and
+reads (`$X`, `${X:-0}`, arithmetic, `[[ -v X ]]`), each with the edit that removes it so the script
+stays valid. Here-documents and the strings of `bash -c`, `sbatch --wrap`, `ssh HOST CMD` are
+scripts of their own. Every shell text xlamigrate reads (a .sh file, a RUN instruction, a YAML
+`run:` block, a notebook `%%bash` cell, a Python `os.system` string) comes here as an `Embedded`
+text, and the accesses come back in the host file's offsets. What tree-sitter cannot read is
+skipped locally: edits next to it are refused, and only a script bash itself rejects is an error.
 """
 
 from __future__ import annotations
@@ -12,144 +15,115 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
-
-import bashlex  # type: ignore[import-untyped]
 
 from xlamigrate.flagvalue import FlagValue
-from xlamigrate.kinds.shell.lex import Token, lex, prepare
-from xlamigrate.kinds.textaccess import TextAccess, TextAnalysis, TextEdit, line_removal
+from xlamigrate.kinds.embedded import Embedded
+from xlamigrate.kinds.launch import Launch, launch
+from xlamigrate.kinds.shell.render import shell_syntax
+from xlamigrate.kinds.shell.syntax import Node, Parsed, bash_rejects, error_nodes, parse, walk
+from xlamigrate.kinds.shell.words import literal, string_text
+from xlamigrate.kinds.textaccess import (
+    TextAccess,
+    TextAnalysis,
+    TextEdit,
+    TextMention,
+    line_removal,
+)
 from xlamigrate.model import Access, Applicability
 from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING
-
-
-def _guard_parameter_expansion() -> None:
-    """bashlex 0.18 loops forever on a word holding `${` with no `}` after it
-    (`subst._paramexpand` searches for `}`, gets -1 and restarts the word): raise instead."""
-    original = bashlex.subst._paramexpand
-    if getattr(original, "xlamigrate_guard", False):
-        return
-
-    def guarded(parser: Any, string: str, index: int) -> Any:
-        if string.startswith("${", index) and string.find("}", index + 2) == -1:
-            raise bashlex.errors.ParsingError("bad substitution: no closing '}'", string, index)
-        return original(parser, string, index)
-
-    guarded.xlamigrate_guard = True  # type: ignore[attr-defined]
-    bashlex.subst._paramexpand = guarded
-
-
-_guard_parameter_expansion()
 
 _RECIPE_VARIABLES = frozenset({NEURON_CC_FLAGS, STOCHASTIC_ROUNDING})
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ASSIGNMENT = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?P<append>\+?)=")
-_PARAMETER = re.compile(r"\$(?P<brace>\{[#!]?)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)")
-_BLANK = re.compile(r"(?:[ \t\r\n]|\\\n|#[^\n]*)*")
 _SBATCH_EXPORT = re.compile(r"#SBATCH\b.*?--export[= ]\s*(?P<list>\S+)")
 _EXPORT_ENTRY = re.compile(r"(?<=[=,\"'])(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>[^,\"'\s]*)")
-_PYTHON = re.compile(r"python[0-9.]*")
-_LAUNCHERS = frozenset({"torchrun", "deepspeed", "accelerate", "neuron_parallel_compile"})
-# Commands that run the rest of their words as a command (`srun env X=1 python train.py`).
-_WRAPPERS = frozenset(
-    {"exec", "nohup", "command", "nice", "sudo", "srun", "mpirun", "mpiexec", "timeout"}
-    | {"numactl", "taskset", "stdbuf", "xargs", "neuron_parallel_compile"}
-)
 _DECLARERS = frozenset({"declare", "typeset", "local", "readonly"})
 _SLURM = frozenset({"srun", "sbatch", "salloc"})
-_SHELLS = frozenset({"bash", "sh", "zsh", "dash", "ksh"})
-_COMPOUNDS = frozenset({"compound", "if", "for", "while", "until", "function"})
-_STATEMENTS = _COMPOUNDS | {"command", "list", "pipeline"}
-_BLANKS = frozenset(" \t\n;&|(")  # what may come before a `#` that starts a comment
-_SEGMENT_OPS = frozenset({";", "&", "&&", "||", "|", "|&", ";;", ";&", ";;&", "(", ")"})
-_RESERVED = frozenset(
-    {"then", "do", "else", "elif", "if", "while", "until", "!", "{", "}", "fi", "done", "esac"}
+_PRINTERS = frozenset({"echo", "printf"})  # a flag's name in what they print is only text
+_STATEMENTS = frozenset(
+    {
+        "command", "declaration_command", "unset_command", "variable_assignment",
+        "variable_assignments", "list", "pipeline", "subshell", "compound_statement",
+        "if_statement", "case_statement", "for_statement", "c_style_for_statement",
+        "while_statement", "function_definition", "redirected_statement", "negated_command",
+        "test_command",
+    }
+)  # fmt: skip
+_SIMPLE = frozenset(
+    {"command", "declaration_command", "unset_command"}
+    | {"variable_assignment", "variable_assignments"}
 )
+_KEYWORD_WORDS = frozenset({"export", "declare", "typeset", "local", "readonly", "unset"})
+_SEPARATORS = frozenset({";", "&", ";;", ";&", ";;&", "&&", "||", "|", "|&"})
+# Bodies that may lose their only command (a script, a case clause, `$( )`); any other body
+# (then, do, { }, ( )) keeps a `:` in its place.
+_MAY_BE_EMPTY = frozenset({"program", "case_item", "command_substitution", "process_substitution"})
+# Where a bare name is a variable's value: arithmetic.
+_ARITHMETIC = frozenset({"arithmetic_expansion", "c_style_for_statement"})
 # Forms whose write lands in this shell's environment, for every command after it.
 _SESSION_FORMS = frozenset({"export", "declare", "assignment"})
 
 _HEREDOC_NOTE = " inside a here-document (in the script this one writes out)"
-_DEGRADED_NOTE = " (read line by line: bashlex could not parse this part of the script)"
 _SLURM_NOTE = " in a SLURM --export list (edit the list by hand)"
-_STRING_NOTE = " in the command string of a `bash -c`"
+_STRING_NOTE = " in the command string of `{program}`"
+_REMOTE_NOTE = " in a command run on another machine (`{program}`)"
+_ERROR_NOTE = " (next to a syntax error on line {line}: edit it by hand)"
+
+
+@dataclass(frozen=True)
+class ShellAnalysis:
+    """A shell text's accesses (host offsets), what it launches, and what it names otherwise."""
+
+    accesses: tuple[TextAccess, ...] = ()
+    mentions: tuple[TextMention, ...] = ()
+    problems: tuple[tuple[int | None, str], ...] = ()
+    launches: tuple[Launch, ...] = ()
+
+    def text_analysis(self) -> TextAnalysis:
+        return TextAnalysis(self.accesses, self.problems, self.mentions)
 
 
 def analyse(text: str, names: frozenset[str]) -> TextAnalysis:
+    """A shell file's accesses."""
     if not any(name in text for name in names):
         return TextAnalysis()
-    analyser = _Analyser(text, names)
-    analyser.region(0, len(text), _Scope(0))
-    analyser.sbatch_directives()
-    return TextAnalysis(analyser.result(), tuple(analyser.problems))
+    return analyse_source(Embedded.whole(text), names).text_analysis()
 
 
-def render(syntax: str, name: str, value: str, append: bool = False) -> str:
-    """`NAME=VALUE` for an access's assignment range; a whole statement ("statement") also
-    exports it, and `append` keeps what the environment already holds. A syntax ending in
-    "+single" or "+double" sits in a quoted `bash -c` string: the text is escaped for it."""
-    base, _, quoting = syntax.partition("+")
-    if append:
-        text = f'{name}="${{{name}:-}} {_escape_double(value)}"'
-    elif re.fullmatch(r"[A-Za-z0-9_./:=,+@%-]+", value):
-        text = f"{name}={value}"
-    else:
-        text = f'{name}="{_escape_double(value)}"'
-    if base == "statement":
-        text = f"export {text}"
-    if quoting == "double":
-        return _escape_double(text)
-    if quoting == "single":
-        return text.replace("'", "'\\''")
-    return text
+def analyse_source(
+    source: Embedded,
+    names: frozenset[str],
+    *,
+    note: str = "",
+    may_be_empty: bool = True,
+    whole: TextEdit | None = None,
+) -> ShellAnalysis:
+    """The accesses of the shell text `source` (a file, or a text inside another file).
+    `whole` removes the construct that holds the text, for when its only command goes; without
+    it, a text that must keep a command (`may_be_empty` False) keeps a `:`."""
+    analyser = _Analyser(source.host, names)
+    analyser.script(_Script(source, 0, note, may_be_empty, whole), sbatch=True)
+    return analyser.result()
 
 
-def _escape_double(value: str) -> str:
-    return re.sub(r'(["\\$`])', r"\\\1", value)
+@dataclass(frozen=True)
+class _Script:
+    """One stretch of shell read as a script: the text, a here-document, a `bash -c` string."""
 
-
-def literal(raw: str) -> str | None:
-    """A shell word's value after quote removal; None when it expands anything."""
-    out: list[str] = []
-    i = 0
-    while i < len(raw):
-        char = raw[i]
-        if char == "'":
-            end = raw.find("'", i + 1)
-            if end == -1:
-                return None
-            out.append(raw[i + 1 : end])
-            i = end + 1
-        elif char == '"':
-            i += 1
-            while i < len(raw) and raw[i] != '"':
-                if raw[i] == "\\" and i + 1 < len(raw) and raw[i + 1] in '$`"\\\n':
-                    out.append(raw[i + 1])
-                    i += 2
-                elif raw[i] in "$`":
-                    return None
-                else:
-                    out.append(raw[i])
-                    i += 1
-            if i >= len(raw):
-                return None
-            i += 1
-        elif char == "\\":
-            out.append(raw[i + 1 : i + 2])
-            i += 2
-        elif char in "$`" or (char == "~" and i == 0):
-            return None
-        else:
-            out.append(char)
-            i += 1
-    return "".join(out)
+    source: Embedded
+    id: int
+    note: str = ""
+    may_be_empty: bool = True
+    whole: TextEdit | None = None  # a host edit: removes what holds the script
 
 
 @dataclass(frozen=True)
 class _Word:
-    start: int
+    start: int  # offsets in the script's text
     end: int
     raw: str
-    assignment: bool  # bashlex's reading: a `NAME=VALUE` word in assignment position
+    assignment: bool  # a `NAME=VALUE` in assignment position (a prefix, a plain assignment)
+    node: Node = field(default=None, compare=False, repr=False)
 
     @property
     def value(self) -> str:
@@ -157,14 +131,19 @@ class _Word:
         text = literal(self.raw)
         return self.raw if text is None else text
 
+    @property
+    def known(self) -> str | None:
+        return literal(self.raw)
+
 
 @dataclass(frozen=True)
 class _Place:
     """Where a simple command sits: what removing it whole must keep intact."""
 
-    may_be_empty: bool = True  # a top-level script, a `case` clause: no command needed
+    may_be_empty: bool = True
     sole: bool = True  # the only command of its list
     in_pipeline: bool = False
+    top: bool = False  # a command of the script's own top level
     prev_op: str = ""
     prev_end: int | None = None  # the end of the command before
     prev_op_end: int | None = None
@@ -172,88 +151,55 @@ class _Place:
     next_start: int | None = None  # the start of the command after
 
 
-@dataclass(frozen=True)
-class _Scope:
-    """What every access found in one stretch of script shares."""
-
-    script: int  # 0: the file; each here-document is a script of its own
-    heredoc: bool = False
-    degraded: bool = False  # after a part bashlex rejected: found without a parse
-    quoting: str = ""  # "single", "double": inside the quoted string of `bash -c`
-
-    @property
-    def note(self) -> str:
-        if self.heredoc:
-            return _HEREDOC_NOTE
-        if self.degraded:
-            return _DEGRADED_NOTE
-        return _STRING_NOTE if self.quoting else ""
-
-    def syntax(self, syntax: str) -> str:
-        return f"{syntax}+{self.quoting}" if self.quoting else syntax
-
-
 @dataclass
 class _Pending:
-    """An access being built; `launched` and bare exports' values are known at the end."""
-
     access: TextAccess
     script: int
+    local_start: int
     bare_export: bool = False
 
 
 @dataclass
 class _Analyser:
-    text: str
+    host: str
     names: frozenset[str]
     accesses: dict[tuple[str, int], _Pending] = field(default_factory=dict)
-    launches: list[tuple[int, int, tuple[str, ...]]] = field(default_factory=list)
+    launches: list[tuple[int, int, Launch]] = field(default_factory=list)
     problems: list[tuple[int | None, str]] = field(default_factory=list)
+    # host ranges where a flag's name is only text: comments, what echo and printf print
+    quiet: list[tuple[int, int]] = field(default_factory=list)
+    pending: list[_Script] = field(default_factory=list)
     last_script: int = 0
+    top: Embedded | None = None
+    seen: set[tuple[int, int]] = field(default_factory=set)  # nested scripts already queued
 
-    # -- regions ------------------------------------------------------------------------------
+    def script(self, script: _Script, sbatch: bool = False) -> None:
+        """Analyses a script, then the scripts found inside it (here-documents, strings)."""
+        self.pending.append(script)
+        if self.top is None:
+            self.top = script.source
+        while self.pending:
+            current = self.pending.pop(0)
+            _ScriptReader(self, current).analyse(sbatch and current.id == 0)
 
-    def region(self, start: int, end: int, scope: _Scope) -> None:
-        """Analyses text[start:end] as a script (a file, a `case` clause, a here-document)."""
-        prepared = prepare(self.text[start:end])
-        for kind, a, b in prepared.opaque:
-            self.scan_reads(start + a, start + b, scope, arithmetic=kind.startswith("arith"))
-        current = scope
-        for node, base, failure in _parts(prepared.text):
-            if failure is None:
-                self.visit(node, start + base, _Place(), current)
-                continue
-            line_start, line_end, message, where = failure
-            if not current.degraded and not current.heredoc:  # a here-document may not be shell
-                self.problems.append((self.line_of(start + where), message))
-            current = replace(current, degraded=True)
-            self.fallback(start + line_start, start + line_end, prepared.text, start, current)
-        # case clauses and here-documents are parsed on their own: a failure above is not theirs
-        for case in prepared.cases:
-            for clause in case.clauses:
-                self.region(start + clause.body[0], start + clause.body[1], scope)
-        for document in prepared.heredocs:
-            a, b = document.body
-            self.last_script += 1
-            inner = _Scope(self.last_script, heredoc=True)
-            if not document.quoted:  # this shell expands the body: `$X` is its read
-                self.scan_reads(start + a, start + b, inner, quotes=False)
-            self.region(start + a, start + b, inner)
+    def new_script(
+        self, source: Embedded, note: str, may_be_empty: bool = True, whole: TextEdit | None = None
+    ) -> None:
+        key = (source.start_of(0), source.end_of(len(source.text)))
+        if key in self.seen:
+            return
+        self.seen.add(key)
+        self.last_script += 1
+        self.pending.append(_Script(source, self.last_script, note, may_be_empty, whole))
 
-    def sbatch_directives(self) -> None:
-        """`#SBATCH --export=ALL,X=1` lines before the first command (sbatch reads no later)."""
-        offset = 0
-        for line in self.text.splitlines(keepends=True):
-            stripped = line.strip()
-            if stripped and not stripped.startswith("#"):
-                break
-            match = _SBATCH_EXPORT.match(stripped)
-            if match:
-                column = line.index(stripped) + match.start("list")
-                self.slurm_list(offset + column, match.group("list"), _Scope(0), command=None)
-            offset += len(line)
+    def add(
+        self, access: TextAccess, script: int, local_start: int, bare_export: bool = False
+    ) -> None:
+        if access.variable in self.names:
+            key = (access.kind, access.start)
+            self.accesses.setdefault(key, _Pending(access, script, local_start, bare_export))
 
-    def result(self) -> tuple[TextAccess, ...]:
+    def result(self) -> ShellAnalysis:
         values: dict[str, list[FlagValue | None]] = {}
         for pending in self.accesses.values():
             access = pending.access
@@ -267,151 +213,309 @@ class _Analyser:
                 candidates = [c for v in known if v and v.candidates for c in v.candidates]
                 complete = known and all(v and v.candidates for v in known)
                 access = replace(access, value=FlagValue(tuple(candidates) if complete else None))
-            if access.kind == "write" and access.form in _SESSION_FORMS:
-                access = replace(access, launched=self.launched_after(pending.script, access.start))
+            if access.kind == "write" and access.form in _SESSION_FORMS and not access.launched:
+                access = replace(access, launched=self.launched_after(pending))
             out.append(access)
-        return tuple(out)
-
-    def launched_after(self, script: int, start: int) -> tuple[str, ...]:
-        found = (
-            s for sid, at, scripts in self.launches if sid == script and at > start for s in scripts
+        accesses = tuple(out)
+        return ShellAnalysis(
+            accesses,
+            self.mentions(accesses),
+            tuple(self.problems),
+            tuple(launch for _, _, launch in self.launches),
         )
-        return tuple(dict.fromkeys(found))
 
-    def line_of(self, offset: int) -> int:
-        return self.text.count("\n", 0, offset) + 1
+    def launched_after(self, pending: _Pending) -> tuple[str, ...]:
+        found = (
+            launch.python_script
+            for script, at, launch in self.launches
+            if script == pending.script and at > pending.local_start and launch.python_script
+        )
+        return tuple(dict.fromkeys(s for s in found if s is not None))
 
-    # -- bashlex trees ------------------------------------------------------------------------
+    def mentions(self, accesses: Sequence[TextAccess]) -> tuple[TextMention, ...]:
+        """Flag names in the text that no access accounts for (a Python one-liner, a config
+        file a here-document writes, an `echo`): reported so nothing slips through."""
+        if self.top is None:
+            return ()
+        text = self.top.text
+        found = []
+        covered = [(a.start, a.end) for a in accesses]
+        for name in sorted(self.names - _RECIPE_VARIABLES):
+            for match in re.finditer(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", text):
+                start, end = self.top.span(match.start(), match.end())
+                inside = any(s <= start and end <= e for s, e in (*covered, *self.quiet))
+                if not inside:
+                    found.append(TextMention(name, start, end))
+        return tuple(sorted(found, key=lambda m: m.start))
 
-    def visit(self, node: Any, base: int, place: _Place, scope: _Scope) -> None:
-        kind = node.kind
-        if kind == "command":
-            words = [
-                _Word(
-                    base + p.pos[0],
-                    base + p.pos[1],
-                    self.text[base + p.pos[0] : base + p.pos[1]],
-                    p.kind == "assignment",
-                )
-                for p in node.parts
-                if p.kind in ("word", "assignment")
-            ]
-            self.command(words, (base + node.pos[0], base + node.pos[1]), place, scope)
-            for part in node.parts:
-                self.inner(part, base, scope)
-        elif kind == "list":
-            self.sequence(node.parts, base, place, scope)
-        elif kind == "pipeline":
-            commands = [p for p in node.parts if p.kind != "pipe"]
-            for child in commands:
-                self.visit(child, base, _Place(in_pipeline=len(commands) > 1), scope)
-        elif kind in _COMPOUNDS:
-            for child in node.list if kind == "compound" else node.parts:
-                if child.kind in _STATEMENTS:  # a body: it must keep a command
-                    self.visit(child, base, _Place(may_be_empty=False), scope)
-                else:
-                    self.inner(child, base, scope)
-            for redirect in getattr(node, "redirects", None) or []:
-                self.inner(redirect, base, scope)
+
+class _ScriptReader:
+    """Reads one script's tree: its statements, and the reads anywhere in it."""
+
+    def __init__(self, analyser: _Analyser, script: _Script) -> None:
+        self.analyser = analyser
+        self.script = script
+        self.source = script.source
+        self.parsed: Parsed = parse(script.source.text)
+        self.text = self.parsed.text
+        self.broken: list[tuple[int, int, int]] = []  # top-level statements with an error
+
+    def analyse(self, sbatch: bool) -> None:
+        if not any(name in self.text for name in self.analyser.names):
+            return
+        root = self.parsed.root
+        self.check_errors(root)
+        for node in walk(root):
+            if node.type == "comment":
+                self.analyser.quiet.append(self.span(node))
+        self.body(root, may_be_empty=self.script.may_be_empty, top=True)
+        self.reads(root)
+        if sbatch:
+            self.sbatch_directives()
+
+    # -- errors -------------------------------------------------------------------------------
+
+    def check_errors(self, root: Node) -> None:
+        errors = error_nodes(root)
+        if not errors:
+            return
+        for statement in root.children:
+            if statement.has_error or statement.is_missing:
+                first = next(n for n in walk(statement) if n.is_error or n.is_missing)
+                line = self.host_line(self.parsed.start(first))
+                self.broken.append((self.parsed.start(statement), self.parsed.end(statement), line))
+        try:
+            rejected = bash_rejects(self.text)
+        except (OSError, TimeoutError, ValueError):  # no bash here: tree-sitter's word stands
+            first = errors[0]
+            line = self.host_line(self.parsed.start(first))
+            rejected_line: int | None = line
+            message = f"tree-sitter-bash cannot read `{self.parsed.raw(first)[:40]}`"
+            self.analyser.problems.append((rejected_line, f"bash syntax: {message}"))
+            return
+        if rejected is not None:
+            line, message = rejected
+            offset = _line_offset(self.text, line)
+            self.analyser.problems.append((self.host_line(offset), f"bash: {message}"))
+
+    def host_line(self, offset: int) -> int:
+        host_offset = self.source.start_of(offset)
+        return self.analyser.host.count("\n", 0, host_offset) + 1
+
+    def error_line(self, start: int) -> int | None:
+        """The line of the syntax error in the top-level statement holding `start`, if any."""
+        for statement_start, statement_end, line in self.broken:
+            if statement_start <= start < statement_end:
+                return line
+        return None
+
+    # -- statements ---------------------------------------------------------------------------
+
+    def body(self, parent: Node, may_be_empty: bool, top: bool = False) -> None:
+        """The statements directly in `parent`, run by run between its keywords."""
+        run: list[Node] = []
+        for child in parent.children:
+            if child.type in _STATEMENTS or child.type in _SEPARATORS or child.type == "comment":
+                run.append(child)
+            elif child.type == "ERROR":
+                self.sequence(run, may_be_empty, top)
+                run = []
+                self.body(child, may_be_empty=True, top=top)
+            else:
+                self.sequence(run, may_be_empty, top)
+                run = []
+                self.nested(child)
+        self.sequence(run, may_be_empty, top)
+
+    def nested(self, node: Node) -> None:
+        """Bodies inside a keyword's clause (do groups, elif/else clauses, case items...)."""
+        kind = node.type
+        if kind in ("do_group", "else_clause", "elif_clause"):
+            self.body(node, may_be_empty=False)
+        elif kind == "case_item":
+            self.body(node, may_be_empty=True)
+        elif kind == "heredoc_body":
+            return
         else:
-            self.inner(node, base, scope)
+            for child in node.children:
+                if child.type in _STATEMENTS:
+                    self.statement(child, _Place(may_be_empty=False))
+                elif child.child_count:
+                    self.nested(child)
+            self.expansions(node)
 
-    def sequence(self, parts: Sequence[Any], base: int, place: _Place, scope: _Scope) -> None:
+    def sequence(self, run: list[Node], may_be_empty: bool, top: bool) -> None:
         """`a; b && c`: each command with the operators and commands around it."""
-        items = [(index, p) for index, p in enumerate(parts) if p.kind != "operator"]
-
-        def operator(index: int) -> Any:
-            inside = 0 <= index < len(parts) and parts[index].kind == "operator"
-            return parts[index] if inside else None
-
-        for position, (index, item) in enumerate(items):
-            before, after = operator(index - 1), operator(index + 1)
-            previous = items[position - 1][1] if position > 0 else None
-            following = items[position + 1][1] if position + 1 < len(items) else None
-            item_place = _Place(
-                may_be_empty=place.may_be_empty,
+        items: list[tuple[Node, str]] = []  # (statement, the operator before it)
+        operator = ""
+        for node in run:
+            if node.type == "comment":
+                continue
+            if node.type in _SEPARATORS:
+                operator = node.type
+                continue
+            for item, op in self.flatten(node):
+                items.append((item, op or operator or ("\n" if items else "")))
+                operator = ""
+        for index, (item, before) in enumerate(items):
+            previous = items[index - 1][0] if index else None
+            following = items[index + 1] if index + 1 < len(items) else None
+            after = following[1] if following else self.trailing_operator(item, run)
+            place = _Place(
+                may_be_empty=may_be_empty,
                 sole=len(items) == 1,
-                prev_op=before.op if before is not None and previous is not None else "",
-                prev_end=base + previous.pos[1] if previous is not None else None,
-                prev_op_end=base + before.pos[1] if before is not None else None,
-                next_op=after.op if after is not None else "",
-                next_start=base + following.pos[0] if following is not None else None,
+                top=top,
+                prev_op=before if previous is not None else "",
+                prev_end=self.parsed.end(previous) if previous is not None else None,
+                prev_op_end=self.operator_end(previous, item) if previous is not None else None,
+                next_op=after,
+                next_start=self.parsed.start(following[0]) if following else None,
             )
-            self.visit(item, base, item_place, scope)
+            self.statement(item, place)
 
-    def inner(self, node: Any, base: int, scope: _Scope) -> None:
-        """Reads in words, and the commands of `$( )` and `<( )`."""
-        kind = node.kind
-        if kind == "parameter":
-            self.scan_reads(base + node.pos[0], base + node.pos[1], scope)
+    def flatten(self, node: Node) -> Iterator[tuple[Node, str]]:
+        """A `list` (`a && b || c`) as its commands, each with the operator before it."""
+        if node.type != "list":
+            yield node, ""
             return
-        if kind in ("commandsubstitution", "processsubstitution"):
-            self.visit(node.command, base, _Place(), scope)
+        operator = ""
+        for child in node.children:
+            if child.type in ("&&", "||"):
+                operator = child.type
+            elif child.type in _STATEMENTS:
+                for item, op in self.flatten(child):
+                    yield item, op or operator
+                    operator = ""
+
+    def trailing_operator(self, item: Node, run: list[Node]) -> str:
+        """The separator right after the last command of a run (`a &`), if any."""
+        for node in run:
+            if node.start_byte >= item.end_byte:
+                return node.type if node.type in _SEPARATORS else ""
+        return ""
+
+    def operator_end(self, previous: Node, item: Node) -> int | None:
+        """The end of the operator between two commands (`a & b`: after the `&`)."""
+        between = self.text[self.parsed.end(previous) : self.parsed.start(item)]
+        stripped = between.rstrip()
+        if not stripped.strip():
+            return None
+        return self.parsed.end(previous) + len(stripped)
+
+    def statement(self, node: Node, place: _Place, span: Node | None = None) -> None:
+        kind = node.type
+        if kind in _SIMPLE:
+            self.simple(node, place, span or node)
+            self.expansions(node)
+        elif kind == "redirected_statement":
+            body = node.child_by_field_name("body")
+            if body is not None and body.type in _STATEMENTS:
+                self.statement(body, place, span=node)
+            for child in node.children:
+                if child is not body:
+                    self.redirect(child)
+        elif kind in ("pipeline", "negated_command"):  # no command there can go alone
+            for child in node.children:
+                if child.type in _STATEMENTS:
+                    self.statement(child, _Place(in_pipeline=True))
+        elif kind == "list":
+            self.sequence([node], place.may_be_empty, place.top)
+        elif kind in ("compound_statement", "subshell"):
+            if node.children and node.children[0].type == "((":
+                self.expansions(node)
+            else:
+                self.body(node, may_be_empty=False)
+        elif kind in ("if_statement", "while_statement"):
+            self.body(node, may_be_empty=False)
+        elif kind == "case_statement":
+            self.body(node, may_be_empty=True)
+        elif kind in ("for_statement", "c_style_for_statement", "function_definition"):
+            self.body(node, may_be_empty=False)
+        else:  # test_command
+            self.expansions(node)
+
+    def redirect(self, node: Node) -> None:
+        if node.type == "heredoc_redirect":
+            self.heredoc(node)
+        self.expansions(node)
+
+    def heredoc(self, node: Node) -> None:
+        """A here-document's body is a script of its own (often one written out and run)."""
+        body = next((c for c in node.children if c.type == "heredoc_body"), None)
+        if body is None:
             return
-        for attribute in ("parts", "output", "command", "list"):
-            child = getattr(node, attribute, None)
-            for item in child if isinstance(child, list) else [child]:
-                if isinstance(item, bashlex.ast.node):
-                    self.inner(item, base, scope)
+        start, end = self.parsed.start(body), self.parsed.end(body)
+        source = self.source.inner(Embedded.slice(self.text, start, end))
+        self.analyser.new_script(source, _HEREDOC_NOTE)
 
-    # -- the line-by-line fallback ------------------------------------------------------------
+    def expansions(self, node: Node) -> None:
+        """Command and process substitutions inside a command's words: their commands."""
+        for child in node.children:
+            if child.type in ("command_substitution", "process_substitution"):
+                self.body(child, may_be_empty=True)
+            elif child.type == "heredoc_redirect":
+                self.heredoc(child)
+            elif child.child_count and child.type not in _STATEMENTS:
+                self.expansions(child)
 
-    def fallback(self, start: int, end: int, prepared: str, region: int, scope: _Scope) -> None:
-        """The commands of a line bashlex rejected, from its words; reads from its text."""
-        local = prepared[start - region : end - region]
-        segment: list[Token] = []
-        redirected = False
-        for token in [*lex(local).tokens, Token("newline", len(local), len(local))]:
-            if token.kind == "word":
-                if not redirected:
-                    segment.append(token)
-                redirected = False
-            elif token.kind == "op" and local[token.start : token.end] not in _SEGMENT_OPS:
-                redirected = True  # a redirection: its target is not an argument
-            elif token.kind != "comment":
-                self.fallback_command(segment, start, scope)
-                segment = []
-        self.scan_reads(start, end, scope)
+    # -- simple commands ----------------------------------------------------------------------
 
-    def fallback_command(self, segment: list[Token], offset: int, scope: _Scope) -> None:
-        words = [
-            _Word(
-                offset + t.start,
-                offset + t.end,
-                self.text[offset + t.start : offset + t.end],
-                False,
-            )
-            for t in segment
-        ]
-        while words and words[0].raw in _RESERVED:
-            words.pop(0)
-        count = 0
-        while count < len(words) and _ASSIGNMENT.match(words[count].raw):
-            count += 1
-        words = [replace(w, assignment=i < count) for i, w in enumerate(words)]
-        if words:
-            self.command(words, (words[0].start, words[-1].end), _Place(), scope)
+    def simple(self, node: Node, place: _Place, span: Node) -> None:
+        words = self.words(node)
+        if not words:
+            return
+        # tree-sitter-bash reads `A=1` on one line and `cmd` on the next as one command:
+        # split where a newline separates the assignments from the command.
+        count = _prefix_count(words)
+        if 0 < count < len(words) and "\n" in self.text[words[count - 1].end : words[count].start]:
+            self.command(words[:count], (words[0].start, words[count - 1].end), place)
+            self.command(words[count:], (words[count].start, self.parsed.end(span)), place)
+            return
+        self.command(words, (self.parsed.start(span), self.parsed.end(span)), place)
 
-    # -- commands -----------------------------------------------------------------------------
+    def words(self, node: Node) -> list[_Word]:
+        out: list[_Word] = []
+        for child in node.children:
+            kind = child.type
+            if kind in ("variable_assignment", "variable_assignments"):
+                parts = child.children if kind == "variable_assignments" else [child]
+                for part in parts:
+                    if part.type == "variable_assignment":
+                        out.append(self.word(part, assignment=True))
+            elif kind == "command_name":
+                out.append(self.word(child, assignment=False))
+            elif kind in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
+                self.redirect(child)
+            elif kind in _SEPARATORS or kind == "comment":
+                continue
+            elif child.is_named or kind in _KEYWORD_WORDS:
+                out.append(self.word(child, assignment=False))
+        if node.type == "variable_assignment":
+            out = [self.word(node, assignment=True)]
+        return out
 
-    def command(
-        self, words: list[_Word], span: tuple[int, int], place: _Place, scope: _Scope
-    ) -> None:
+    def word(self, node: Node, assignment: bool) -> _Word:
+        start, end = self.parsed.start(node), self.parsed.end(node)
+        return _Word(start, end, self.text[start:end], assignment, node)
+
+    def command(self, words: list[_Word], span: tuple[int, int], place: _Place) -> None:
         """The accesses of one simple command."""
-        ctx = _Command(self, words, span, place, scope)
-        count = 0
-        while count < len(words) and words[count].assignment:
-            count += 1
+        ctx = _Command(self, words, span, place)
+        count = _prefix_count(words)
         prefixes, rest = words[:count], words[count:]
         if not rest:
             ctx.assignments(prefixes)
             return
-        scripts = _launched(rest)
-        self.launches.append((scope.script, rest[0].start, scripts))
+        made = launch([w.known for w in rest], [w.raw for w in rest])
+        self.analyser.launches.append((self.script.id, rest[0].start, made))
+        script = made.python_script
+        scripts = (script,) if script else ()
         ctx.prefixes(prefixes, rest[0], scripts)
         name = rest[0].value.rsplit("/", 1)[-1]
         minus = "".join(w.value[1:] for w in rest[1:] if w.value.startswith("-"))
         plus = "".join(w.value[1:] for w in rest[1:] if w.value.startswith("+"))
+        if name in _PRINTERS:
+            self.analyser.quiet.append(self.source.span(rest[0].start, rest[-1].end))
         if name == "export":  # `export -n X` takes X out of the environment
             ctx.declaration(rest[0], rest[1:], "export", exported="n" not in minus)
         elif name in _DECLARERS:
@@ -419,101 +523,175 @@ class _Analyser:
             ctx.declaration(rest[0], rest[1:], "declare", exported=exported)
         elif name == "unset":
             ctx.unset(rest[0], rest[1:])
-        elif name == "env" or name in _WRAPPERS:
-            ctx.env(rest)
-        if name in _SLURM:
-            ctx.slurm(rest)
-        string = _shell_string(rest)
-        if string is not None:
-            start, end, quoting = string
-            self.region(start, end, replace(scope, quoting=quoting))
+        ctx.launch_environment(rest, made, scripts)
+        if name in _SLURM or any(p in _SLURM for p in made.programs):
+            ctx.slurm(rest, scripts)
+        for index in made.shell_strings:
+            self.shell_string(rest, index, made)
 
-    def add(self, access: TextAccess, scope: _Scope, bare_export: bool = False) -> None:
-        if access.variable in self.names:
-            key = (access.kind, access.start)
-            self.accesses.setdefault(key, _Pending(access, scope.script, bare_export))
+    def shell_string(self, words: list[_Word], index: int, made: Launch) -> None:
+        """The string of `bash -c`, `sbatch --wrap`, `ssh HOST`: a script of its own."""
+        word = words[index]
+        node = word.node
+        if node is None:
+            return
+        start = word.start
+        target = node
+        if node.type in ("word", "concatenation") and "=" in word.raw:  # --wrap="..."
+            value = next((c for c in node.children if c.type in ("string", "raw_string")), None)
+            if value is None:
+                return
+            target = value
+            start = self.parsed.start(value)
+        inner = string_text(self.parsed, target)
+        if inner is None:
+            plain = word.known
+            if plain is None or not plain.strip():
+                return
+            inner = replace(Embedded.slice(self.text, start, start + len(word.raw)), editable=False)
+        program = made.programs[-1] if made.programs else "sh"
+        option = words[index - 1].value if index else ""
+        if option.startswith("-"):
+            program += f" {option}"
+        elif word.value.startswith("-"):  # --wrap=...
+            program += f" {word.value.partition('=')[0]}"
+        note = (_REMOTE_NOTE if made.remote else _STRING_NOTE).format(program=program)
+        self.analyser.new_script(self.source.inner(inner), note)
 
-    def scan_reads(
-        self,
-        start: int,
-        end: int,
-        scope: _Scope,
-        *,
-        quotes: bool = True,
-        arithmetic: bool = False,
-    ) -> None:
-        """`$X`, `${X...}` (and in arithmetic, a bare `X`) in text[start:end]; single-quoted
-        text and comments are skipped when `quotes` (not in a here-document body)."""
-        text = self.text
-        i = start
-        in_double = False
-        while i < end:
-            char = text[i]
-            if char == "\\":
-                i += 2
-                continue
-            if quotes and char == "'" and not in_double:
-                close = text.find("'", i + 1)
-                i = end if close == -1 else close + 1
-                continue
-            if quotes and char == '"':
-                in_double = not in_double
-            elif (
-                quotes and char == "#" and not in_double and (i == start or text[i - 1] in _BLANKS)
-            ):
-                close = text.find("\n", i)
-                i = end if close == -1 else close
-                continue
-            elif char == "$" or (arithmetic and _word_start(text, i, start)):
-                match = (_PARAMETER if char == "$" else _NAME).match(text, i)
-                if match is not None:
-                    name = match.group("name") if char == "$" else match.group()
-                    if name in self.names:
-                        braced = char == "$" and match.group("brace")
-                        stop = _brace_end(text, i + 1, end) if braced else match.end()
-                        self.add(_read(name, i, stop, scope.note), scope)
-                    i = match.end()
-                    continue
-            i += 1
+    # -- reads --------------------------------------------------------------------------------
 
-    def slurm_list(
-        self, start: int, raw: str, scope: _Scope, command: tuple[str, ...] | None
-    ) -> None:
+    def reads(self, root: Node) -> None:
+        """`$X`, `${X...}`, a bare `X` in arithmetic, `[[ -v X ]]`, anywhere in the script."""
+        names = self.analyser.names
+        for node in walk(root):
+            kind = node.type
+            if kind in ("simple_expansion", "expansion"):
+                variable = next((c for c in node.children if c.type == "variable_name"), None)
+                if variable is None:
+                    subscript = next((c for c in node.children if c.type == "subscript"), None)
+                    if subscript is not None:
+                        variable = subscript.child_by_field_name("name")
+                if variable is not None and self.parsed.raw(variable) in names:
+                    self.read(self.parsed.raw(variable), node)
+            elif kind == "variable_name" and self.in_arithmetic(node):
+                if self.parsed.raw(node) in names:
+                    self.read(self.parsed.raw(node), node)
+            elif kind == "unary_expression":
+                operator = node.child_by_field_name("operator") or (
+                    node.children[0] if node.children else None
+                )
+                operand = node.children[-1] if node.children else None
+                if operator is not None and self.parsed.raw(operator) == "-v" and operand:
+                    name = literal(self.parsed.raw(operand))
+                    if name in names and operand is not operator:
+                        self.read(name, operand)
+
+    def in_arithmetic(self, node: Node) -> bool:
+        parent = node.parent
+        if parent is not None and parent.type in ("variable_assignment", "for_statement"):
+            return False  # the variable a loop or an assignment sets
+        while parent is not None:
+            if parent.type in _ARITHMETIC:
+                return True
+            if parent.type == "compound_statement":
+                return bool(parent.children) and parent.children[0].type == "(("
+            if parent.type in ("expansion", "simple_expansion", "subscript"):
+                return False
+            if parent.type in _STATEMENTS:
+                return False
+            parent = parent.parent
+        return False
+
+    def read(self, name: str, node: Node) -> None:
+        start, end = self.span(node)
+        access = TextAccess(
+            variable=name,
+            kind="read",
+            form="read",
+            value=None,
+            start=start,
+            end=end,
+            note=self.script.note,
+        )
+        self.analyser.add(access, self.script.id, self.parsed.start(node))
+
+    # -- SLURM ----------------------------------------------------------------------------------
+
+    def sbatch_directives(self) -> None:
+        """`#SBATCH --export=ALL,X=1` lines before the first command (sbatch reads no later)."""
+        offset = 0
+        for line in self.text.splitlines(keepends=True):
+            stripped = line.strip()
+            if stripped and not stripped.startswith("#"):
+                break
+            match = _SBATCH_EXPORT.match(stripped)
+            if match:
+                column = line.index(stripped) + match.start("list")
+                self.slurm_list(offset + column, match.group("list"), ())
+            offset += len(line)
+
+    def slurm_list(self, start: int, raw: str, scripts: tuple[str, ...]) -> None:
         """`--export=ALL,X=1,...`: each flag entry is a write that needs a hand edit."""
         for match in _EXPORT_ENTRY.finditer(raw):
             value = literal(match.group("value"))
-            self.add(
+            host_start, host_end = self.source.span(start + match.start(), start + match.end())
+            self.analyser.add(
                 TextAccess(
                     variable=match.group("name"),
                     kind="write",
                     form="slurm-export",
                     value=FlagValue(None if value is None else (value,)),
-                    start=start + match.start(),
-                    end=start + match.end(),
-                    launched=command or (),
-                    note=_SLURM_NOTE,
+                    start=host_start,
+                    end=host_end,
+                    launched=scripts,
+                    note=self.script.note + _SLURM_NOTE,
                     applicability="manual",
                 ),
-                scope,
+                self.script.id,
+                start + match.start(),
             )
+
+    # -- offsets ------------------------------------------------------------------------------
+
+    def span(self, node: Node) -> tuple[int, int]:
+        return self.source.span(self.parsed.start(node), self.parsed.end(node))
 
 
 @dataclass
 class _Command:
     """Turns one simple command's words into accesses."""
 
-    analyser: _Analyser
+    reader: _ScriptReader
     words: list[_Word]
     span: tuple[int, int]
     place: _Place
-    scope: _Scope
+
+    @property
+    def names(self) -> frozenset[str]:
+        return self.reader.analyser.names
 
     @property
     def legacy(self) -> frozenset[str]:
-        return self.analyser.names - _RECIPE_VARIABLES
+        return self.names - _RECIPE_VARIABLES
 
-    def applicability(self) -> Applicability | None:
-        return "unsafe" if self.scope.degraded else None
+    def note_and_applicability(self, start: int) -> tuple[str, Applicability | None]:
+        note = self.reader.script.note
+        line = self.reader.error_line(start)
+        if line is not None:
+            return note + _ERROR_NOTE.format(line=line), "manual"
+        if not self.reader.source.editable:
+            return note, "manual"
+        return note, None
+
+    def host_edit(self, edit: TextEdit | None) -> TextEdit | None:
+        if edit is None:
+            return None
+        if isinstance(edit, _HostEdit):
+            return TextEdit(edit.start, edit.end, edit.replacement)
+        return self.reader.source.edit(edit)
+
+    def syntax(self, form: str) -> str:
+        return shell_syntax(form, self.reader.source.encodings)
 
     def write(
         self,
@@ -523,30 +701,37 @@ class _Command:
         syntax: str,
         launched: tuple[str, ...] = (),
         container: TextEdit | None = None,
+        name_offset: int = 0,
     ) -> None:
-        match = _ASSIGNMENT.match(word.raw)
+        raw = word.raw[name_offset:]
+        match = _ASSIGNMENT.match(raw)
         if match is None:
             return
-        raw_value = word.raw[match.end() :]
+        raw_value = raw[match.end() :]
         value = None if match.group("append") or raw_value.startswith("(") else literal(raw_value)
-        self.analyser.add(
+        start = word.start + name_offset
+        note, applicability = self.note_and_applicability(start)
+        source = self.reader.source
+        host_start, host_end = source.span(start, word.end)
+        self.reader.analyser.add(
             TextAccess(
                 variable=match.group("name"),
                 kind="write",
                 form=form,
                 value=FlagValue(None if value is None else (value,)),
-                start=word.start,
-                end=word.end,
-                assignment=(word.start, word.end),
-                value_range=(word.start + match.end(), word.end),
-                removal=removal,
-                container=container,
-                syntax=self.scope.syntax(syntax),
+                start=host_start,
+                end=host_end,
+                assignment=(host_start, host_end) if source.editable else None,
+                value_range=source.span(start + match.end(), word.end),
+                removal=self.host_edit(removal),
+                container=self.host_edit(container),
+                syntax=self.syntax(syntax),
                 launched=launched,
-                note=self.scope.note,
-                applicability=self.applicability(),
+                note=note,
+                applicability=applicability,
             ),
-            self.scope,
+            self.reader.script.id,
+            start,
         )
 
     def other(
@@ -555,28 +740,33 @@ class _Command:
         kind: Access,
         form: str,
         removal: TextEdit | None,
-        name_start: int | None = None,
+        name_offset: int = 0,
         container: TextEdit | None = None,
     ) -> None:
         """A bare `export X` (a write of what X holds) or an `unset X`."""
-        start = word.start if name_start is None else name_start
-        name = self.analyser.text[start : word.end]
-        self.analyser.add(
+        start = word.start + name_offset
+        name = word.raw[name_offset:]
+        if "=" in name:
+            name = name.partition("=")[0]
+        note, applicability = self.note_and_applicability(start)
+        host_start, host_end = self.reader.source.span(start, start + len(name))
+        self.reader.analyser.add(
             TextAccess(
                 variable=name,
                 kind=kind,
                 form=form,
                 value=FlagValue(None) if kind == "write" else None,
-                start=start,
-                end=word.end,
-                assignment=(start, word.end) if kind == "write" else None,
-                removal=removal,
-                container=container,
-                syntax=self.scope.syntax(form),
-                note=self.scope.note,
-                applicability=self.applicability(),
+                start=host_start,
+                end=host_end,
+                assignment=(host_start, host_end) if kind == "write" else None,
+                removal=self.host_edit(removal),
+                container=self.host_edit(container),
+                syntax=self.syntax(form),
+                note=note,
+                applicability=applicability,
             ),
-            self.scope,
+            self.reader.script.id,
+            start,
             bare_export=kind == "write",
         )
 
@@ -656,76 +846,71 @@ class _Command:
             )
             self.other(word, "delete", "unset", removal, container=container)
 
-    def env(self, words: list[_Word]) -> None:
-        """`env [-i] [-u X] X=1 cmd`, also after a wrapper (`srun ... env X=1 python ...`)."""
-        start = next((i for i, w in enumerate(words) if w.value.rsplit("/", 1)[-1] == "env"), None)
-        if start is None:
-            return
-
-        def drop(first: int, last: int) -> TextEdit:
-            if last + 1 < len(words):
-                return TextEdit(words[first].start, words[last + 1].start, "")
-            return TextEdit(words[first - 1].end, words[last].end, "")
-
+    def launch_environment(
+        self, words: list[_Word], made: Launch, scripts: tuple[str, ...]
+    ) -> None:
+        """What the programs of a command line set for what they run: `env X=1 -u Y`, bash's
+        `time X=1`, `sudo X=1`, `mpirun -x X=1`, `docker run -e X=1`."""
         removals = self.word_removals(words, prefer_after=True)
-        index = start + 1
-        while index < len(words):
-            word = words[index]
-            value = word.value
-            if value in ("-u", "--unset") and index + 1 < len(words):
-                if _NAME.fullmatch(words[index + 1].raw):
-                    self.other(words[index + 1], "delete", "env-command", drop(index, index + 1))
-                index += 2
-            elif value.startswith(("-u", "--unset=")):
-                name_start = word.start + (len("--unset=") if value.startswith("--") else 2)
-                self.other(word, "delete", "env-command", drop(index, index), name_start)
-                index += 1
-            elif value in ("-C", "--chdir", "-S", "--split-string"):
-                index += 2
-            elif value.startswith("-"):
-                index += 1
-            elif _ASSIGNMENT.match(word.raw):
-                scripts = _launched(words[index + 1 :])
-                self.write(word, "env-command", removals.get(index), "env-command", scripts)
-                index += 1
-            else:
-                break
+        for setting in made.env:
+            if setting.index >= len(words) or setting.name not in self.names:
+                continue
+            word = words[setting.index]
+            in_option = setting.name_offset > 0 or (
+                setting.index > 0 and words[setting.index - 1].value.startswith("-")
+            )
+            if setting.action == "set" and not in_option:  # env X=1, time X=1
+                removal = removals.get(setting.index)
+                self.write(word, "env-command", removal, "env-command", scripts)
+                continue
+            removal = self.option_removal(words, setting.index, setting.name_offset)
+            if setting.action == "unset":
+                self.other(word, "delete", "env-command", removal, setting.name_offset)
+            elif setting.action == "set":
+                self.write(
+                    word, "option", removal, "env-command", scripts, name_offset=setting.name_offset
+                )
+            else:  # `-x NAME`: passes this shell's value on
+                self.other(word, "write", "option", removal, setting.name_offset)
 
-    def slurm(self, words: list[_Word]) -> None:
-        scripts = _launched(words)
+    def option_removal(self, words: list[_Word], index: int, name_offset: int) -> TextEdit:
+        """Removes an option with its value: `-u NAME`, `-x NAME=1` or one word `-uNAME`."""
+        first = index if name_offset else index - 1
+        if index + 1 < len(words):
+            return TextEdit(words[first].start, words[index + 1].start, "")
+        return TextEdit(words[first - 1].end, words[index].end, "")
+
+    def slurm(self, words: list[_Word], scripts: tuple[str, ...]) -> None:
         for index, word in enumerate(words):
             if word.raw.startswith("--export="):
-                self.analyser.slurm_list(word.start, word.raw, self.scope, scripts)
+                self.reader.slurm_list(word.start, word.raw, scripts)
             elif word.raw == "--export" and index + 1 < len(words):
                 following = words[index + 1]
-                self.analyser.slurm_list(
-                    following.start - 1, "=" + following.raw, self.scope, scripts
-                )
+                self.reader.slurm_list(following.start - 1, "=" + following.raw, scripts)
 
     def is_access(self, word: _Word) -> bool:
         """A word that names a tracked variable (`X=1`, or a bare `X`)."""
         match = _ASSIGNMENT.match(word.raw)
-        return (match.group("name") if match else word.raw) in self.analyser.names
+        return (match.group("name") if match else word.raw) in self.names
 
     # -- removing a whole command -------------------------------------------------------------
 
     def drop_command(self) -> TextEdit | None:
         """Removes the command so the script stays valid: its lines when it is alone on them,
         its operator with it in a list, `:` where a body must keep a command."""
-        text = self.analyser.text
+        text = self.reader.text
         start, end = self.span
         place = self.place
+        if place.in_pipeline:
+            return None
         line_start = text.rfind("\n", 0, start) + 1
         line_end = text.find("\n", end)
         line_end = len(text) if line_end == -1 else line_end
         before, after = text[line_start:start], text[end:line_end]
         alone = not before.strip() and re.fullmatch(r"[ \t\r]*;?[ \t\r]*(#.*)?", after) is not None
-        if self.scope.degraded:
-            if alone and _may_drop_line(text, line_start, line_end):
-                return line_removal(text, start, end + len(after.split("#")[0].rstrip()))
-            return TextEdit(start, end, ":")
-        if place.in_pipeline:
-            return None
+        whole = self.reader.script.whole
+        if place.top and place.sole and whole is not None:
+            return _HostEdit(whole.start, whole.end, whole.replacement)
         if alone:
             if place.sole and not place.may_be_empty:
                 return TextEdit(start, end, ":")
@@ -750,116 +935,23 @@ class _Command:
         return TextEdit(start, end, ":")
 
 
-def _shell_string(words: Sequence[_Word]) -> tuple[int, int, str] | None:
-    """The command string of `bash -c '...'` (also after a wrapper, `srun bash -c "..."`),
-    when its text is what the shell it starts reads: single-quoted, or double-quoted without
-    escapes or backquotes (`$X` there is expanded first, and is this shell's read)."""
-    for index, word in enumerate(words):
-        if word.value.rsplit("/", 1)[-1] not in _SHELLS:
-            continue
-        for position in range(index + 1, len(words)):
-            option = words[position].value
-            if not option.startswith("-") or option.startswith("--"):
-                return None
-            if "c" in option and position + 1 < len(words):
-                raw = words[position + 1]
-                inner = raw.raw[1:-1]
-                if len(raw.raw) < 2 or raw.raw[0] != raw.raw[-1]:
-                    return None
-                if raw.raw[0] == "'" and "'" not in inner:
-                    return raw.start + 1, raw.end - 1, "single"
-                if raw.raw[0] == '"' and not any(c in inner for c in '"\\`'):
-                    return raw.start + 1, raw.end - 1, "double"
-                return None
-        return None
-    return None
+class _HostEdit(TextEdit):
+    """An edit already in host offsets (the host's removal of the whole construct)."""
 
 
-def _may_drop_line(text: str, line_start: int, line_end: int) -> bool:
-    """Without a parse: a line may go unless it looks like the only command of a body."""
-    before = text[:line_start].rstrip().split("\n")[-1].split("#")[0].strip()
-    after = text[line_end:].lstrip().split("\n")[0].strip()
-    opener = re.search(r"(?:^|[\s;])(?:then|do|else|in|\{|\()$", before) is not None
-    closer = re.match(r"(?:fi|done|elif|else|esac|\}|\)|;;)(?:\s|;|$)", after) is not None
-    return not (opener and closer)
+def _prefix_count(words: Sequence[_Word]) -> int:
+    count = 0
+    while count < len(words) and words[count].assignment:
+        count += 1
+    return count
 
 
-def _parts(
-    text: str,
-) -> Iterator[tuple[Any, int, tuple[int, int, str, int] | None]]:
-    """bashlex's top-level commands, one at a time, so one it rejects costs only its line:
-    (node, offset, None) or (None, line start, (line start, line end, message, where))."""
-    index = 0
-    while True:
-        index = _BLANK.match(text, index).end()  # type: ignore[union-attr]
-        if index >= len(text):
-            return
-        try:
-            node = bashlex.parser._parser(text[index:]).parse()
-        except Exception as error:  # bashlex raises ParsingError, NotImplementedError and more
-            line_end = index
-            while True:
-                newline = text.find("\n", line_end)
-                line_end = len(text) if newline == -1 else newline
-                if newline == -1 or not text[:line_end].endswith("\\"):
-                    break
-                line_end += 1
-            where = index + getattr(error, "position", 0)
-            message = getattr(error, "message", None) or str(error) or type(error).__name__
-            message = re.sub(r"^type = \{([^}]*)\}.*", r"`\1` is not supported", message)
-            yield (
-                None,
-                index,
-                (index, line_end, f"bash syntax bashlex cannot read: {message}", where),
-            )
-            index = line_end + 1
-            continue
-        if not isinstance(node, bashlex.ast.node):
-            return
-        yield node, index, None
-        index += node.pos[1] + 1
-
-
-def _launched(words: Sequence[_Word]) -> tuple[str, ...]:
-    """The `.py` script a command runs: `python train.py`, `torchrun ... train.py`,
-    `python -m torch.distributed.run ... train.py`, `neuron_parallel_compile python train.py`."""
-    launcher = False
-    for index, word in enumerate(words):
-        value = word.value
-        if "$" in word.raw or not value:
-            continue
-        if not launcher:
-            if index == 0 and value.endswith(".py"):
-                return (value,)
-            name = value.rsplit("/", 1)[-1]
-            launcher = _PYTHON.fullmatch(name) is not None or name in _LAUNCHERS
-            continue
-        if value.startswith("-") or "=" in value:
-            continue
-        if value.endswith(".py"):
-            return (value,)
-    return ()
-
-
-def _read(name: str, start: int, end: int, note: str) -> TextAccess:
-    return TextAccess(
-        variable=name, kind="read", form="read", value=None, start=start, end=end, note=note
-    )
-
-
-def _brace_end(text: str, i: int, limit: int) -> int:
-    depth = 0
-    while i < limit:
-        if text[i] == "{":
-            depth += 1
-        elif text[i] == "}":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        i += 1
-    return limit
-
-
-def _word_start(text: str, i: int, start: int) -> bool:
-    """Whether text[i] may begin a name in arithmetic (not `$X`, not the middle of `AX`)."""
-    return i == start or not (text[i - 1].isalnum() or text[i - 1] in "_$")
+def _line_offset(text: str, line: int) -> int:
+    """The offset where 1-based `line` starts (the end of the text past the last line)."""
+    offset = 0
+    for _ in range(line - 1):
+        newline = text.find("\n", offset)
+        if newline == -1:
+            return len(text)
+        offset = newline + 1
+    return offset
