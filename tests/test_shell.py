@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import FIXTURES
 from xlamigrate.catalogue import Catalogue
-from xlamigrate.engine import scan_source
+from xlamigrate.engine import rewrite_source, scan_source
 from xlamigrate.kinds.python.rewrite import MODES
 from xlamigrate.kinds.shell.analysis import analyse
 from xlamigrate.kinds.shell.render import render
@@ -502,3 +502,43 @@ def test_rewritten_script_parses_and_sets_no_legacy_flag(
     # in plain text too: a flag is left only on a noqa line or where a finding remains
     mentions = [n for n, line in enumerate(lines, 1) if FLAG.search(line) and n not in noqa]
     assert len(mentions) == len(result.findings)
+
+
+# -- NEURON_CC_FLAGS -----------------------------------------------------------------------------
+
+
+def test_neuron_cc_flags_with_expansions_gets_an_edit_that_keeps_them() -> None:
+    text = 'export NEURON_CC_FLAGS="${NEURON_CC_FLAGS} --cache_dir=$HOME/c --auto-cast all"\n'
+    (access,) = [a for a in accesses(text) if a.kind == "write"]
+    assert access.value is not None and access.value.candidates is None
+    assert access.auto_cast_none is not None
+    assert apply_edits(text, access.auto_cast_none) == (
+        'export NEURON_CC_FLAGS="${NEURON_CC_FLAGS} --cache_dir=$HOME/c --auto-cast=none"\n'
+    )
+
+
+def test_neuron_cc_flags_append_inside_bash_c_is_escaped_for_the_string() -> None:
+    text = "bash -c 'NEURON_CC_FLAGS+=\" -O1\" python train.py'\n"
+    access = only(text)
+    assert access.auto_cast_none is not None
+    assert apply_edits(text, access.auto_cast_none) == (
+        "bash -c 'NEURON_CC_FLAGS+=\" -O1 --auto-cast=none\" python train.py'\n"
+    )
+
+
+def test_neuron_cc_flags_next_to_a_syntax_error_is_reported_not_dropped(
+    catalogue: Catalogue,
+) -> None:
+    text = (
+        "export XLA_USE_BF16=1\n"
+        'if [ -n "$CACHE" ]; then\n'
+        '  export NEURON_CC_FLAGS="$NEURON_CC_FLAGS --cache_dir=$CACHE"\n'
+        "python train.py\n"
+    )
+    outcome = rewrite_source(
+        "run.sh", text.encode(), "shell", catalogue, frozenset(catalogue.rules), "autocast"
+    )
+    assert [e.line for e in outcome.errors] == [5]  # bash: the `if` never ends
+    assert outcome.rewritten is not None
+    assert outcome.rewritten.decode() == text.removeprefix("export XLA_USE_BF16=1\n")
+    assert [(f.code, f.span.line) for f in outcome.remaining] == [("XM407", 3)]

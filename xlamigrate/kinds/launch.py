@@ -165,6 +165,7 @@ def _read_program(
             return None
         index += 1
     positionals = program.positionals
+    assigned = False  # after `env X=1`, a word is the command, even one that starts with -
     while index < len(words):
         word = words[index]
         if word is None:
@@ -186,8 +187,11 @@ def _read_program(
         if program.assignments and _ASSIGNMENT.match(word):
             name, _, value = word.partition("=")
             reading.env.append(EnvSetting(index, name, value, "set", program.name))
+            assigned = True
             index += 1
             continue
+        if assigned:
+            break
         if word == "--":
             index += 1
             break
@@ -232,6 +236,8 @@ def _option(
         short = _attached_short(program, option)
         if short is not None:  # -uNAME, -mmodule
             option, attached, equals = short, word[len(short) :], "="
+        elif len(option) > 2 and option[1:].isalpha() and program.knows("-" + option[-1]):
+            option = "-" + option[-1]  # a bundle of flags whose last one takes a value: -lc
     value_index = index if equals else index + 1
     value = attached if equals else (words[index + 1] if index + 1 < len(words) else None)
     offset = len(word) - len(attached) if equals else 0

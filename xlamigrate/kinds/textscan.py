@@ -25,6 +25,7 @@ from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING, merge_a
 from xlamigrate.suppression import is_suppressed, parse_suppressions
 
 _RECIPE_FLAGS = ("XLA_USE_BF16", "XLA_DOWNCAST_BF16")
+_AUTO_CAST_NONE = "--auto-cast=none"
 
 
 Analyse = Callable[[str, frozenset[str]], TextAnalysis]
@@ -206,7 +207,15 @@ def rewrite_text(
         isinstance(a, TextAccess) and a.variable in _RECIPE_FLAGS and f in fixed for a, f in pairs
     )
     if mode == "autocast" and migrated and not replaced_once:
-        edits.extend(_merge_flag_literals(kind, flag_writes))
+        merges, unmerged = _merge_auto_cast_none(kind, flag_writes)
+        edits.extend(merges)
+        index = LineIndex(text)
+        remaining.extend(
+            manual_finding(
+                catalogue, "XM407", path, index.span(w.start, w.end), f"{NEURON_CC_FLAGS} set here"
+            )
+            for w in unmerged
+        )
     if mode == "fp32-copy" and migrated:  # master weights replace rounding: drop an explicit "1"
         edits.extend(
             a.removal
@@ -243,7 +252,7 @@ def _no_auto_cast_beside_a_legacy_flag(
 ) -> list[TextEdit]:
     """A legacy flag left set (noqa'd, not removable) and --auto-cast=none crash neuronx-cc:
     then no NEURON_CC_FLAGS edit is made, and the flag is reported (XM405)."""
-    if not any(NEURON_CC_FLAGS in edit.replacement for edit in edits):
+    if not any(_AUTO_CAST_NONE in edit.replacement for edit in edits):
         return edits  # nothing would add --auto-cast=none
     chosen = {(edit.start, edit.end) for edit in edits}
     for write in writes:
@@ -257,7 +266,7 @@ def _no_auto_cast_beside_a_legacy_flag(
             span = LineIndex(text).span(write.start, write.end)
             remaining.append(manual_finding(catalogue, "XM405", path, span, write.variable))
             kept = [fallbacks.get(edit, edit) for edit in edits]
-            return [e for e in kept if e is not None and NEURON_CC_FLAGS not in e.replacement]
+            return [e for e in kept if e is not None and _AUTO_CAST_NONE not in e.replacement]
     return edits
 
 
@@ -300,18 +309,30 @@ def _recipe_assignment(
     return None
 
 
-def _merge_flag_literals(kind: TextKind, flag_writes: list[TextAccess]) -> list[TextEdit]:
-    edits = []
+def _merge_auto_cast_none(
+    kind: TextKind, flag_writes: list[TextAccess]
+) -> tuple[list[TextEdit], list[TextAccess]]:
+    """Edits that end every NEURON_CC_FLAGS write with --auto-cast=none, and the writes that
+    cannot take one (reported, never dropped silently)."""
+    edits: list[TextEdit] = []
+    unmerged: list[TextAccess] = []
     for write in flag_writes:
         literal = write.value.literal if write.value else None
-        if literal is None or write.assignment is None:
-            continue
-        merged = merge_auto_cast_none(literal)
-        if merged != literal:
-            edits.append(
-                TextEdit(*write.assignment, _render(kind, write.syntax, NEURON_CC_FLAGS, merged))
-            )
-    return edits
+        if literal is not None and write.assignment is not None:
+            merged = merge_auto_cast_none(literal)
+            if merged == literal:
+                continue
+            try:
+                replacement = _render(kind, write.syntax, NEURON_CC_FLAGS, merged)
+            except CannotRender:
+                unmerged.append(write)
+                continue
+            edits.append(TextEdit(*write.assignment, replacement))
+        elif write.auto_cast_none is not None:
+            edits.extend(write.auto_cast_none)
+        else:
+            unmerged.append(write)
+    return edits, unmerged
 
 
 def _manual(catalogue: Catalogue, finding: Finding) -> Finding:

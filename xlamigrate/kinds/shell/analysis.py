@@ -30,7 +30,7 @@ from xlamigrate.kinds.textaccess import (
     line_removal,
 )
 from xlamigrate.model import Access, Applicability
-from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING
+from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING, auto_cast_none_edits
 
 _RECIPE_VARIABLES = frozenset({NEURON_CC_FLAGS, STOCHASTIC_ROUNDING})
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -713,6 +713,15 @@ class _Command:
         note, applicability = self.note_and_applicability(start)
         source = self.reader.source
         host_start, host_end = source.span(start, word.end)
+        auto_cast = None
+        if match.group("name") == NEURON_CC_FLAGS and value is None and applicability is None:
+            value_start = start + match.end()
+            merges = [
+                self.host_edit(TextEdit(value_start + a, value_start + b, text))
+                for a, b, text in auto_cast_none_edits(raw_value)
+            ]
+            auto_cast = tuple(e for e in merges if e is not None)
+            auto_cast = auto_cast if len(auto_cast) == len(merges) else None
         self.reader.analyser.add(
             TextAccess(
                 variable=match.group("name"),
@@ -729,6 +738,7 @@ class _Command:
                 launched=launched,
                 note=note,
                 applicability=applicability,
+                auto_cast_none=auto_cast,
             ),
             self.reader.script.id,
             start,
