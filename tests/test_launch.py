@@ -68,6 +68,11 @@ def test_shell_scripts_are_launches_of_their_own() -> None:
     assert launch(["source", "training.env"]).script == "training.env"
 
 
+def test_the_words_after_a_c_string_are_its_arguments_not_a_script() -> None:
+    made = launch(["bash", "-e", "-c", "python t.py", "arg0"])
+    assert (made.script, made.shell_strings) == (None, (3,))
+
+
 def test_the_programs_a_command_goes_through() -> None:
     made = launch(shlex.split("srun env X=1 python -m torch.distributed.run train.py"))
     assert made.programs == ("srun", "env", "python", "torchrun")

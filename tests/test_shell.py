@@ -542,3 +542,50 @@ def test_neuron_cc_flags_next_to_a_syntax_error_is_reported_not_dropped(
     assert outcome.rewritten is not None
     assert outcome.rewritten.decode() == text.removeprefix("export XLA_USE_BF16=1\n")
     assert [(f.code, f.span.line) for f in outcome.remaining] == [("XM407", 3)]
+
+
+def test_without_bash_a_tree_sitter_error_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(shutil, "which", lambda name: None)  # no bash to ask
+    text = "export XLA_USE_BF16=1\nif [ -n x ]; then\n"
+    ((line, message),) = analyse(text, NAMES).problems
+    assert line == 2 and "tree-sitter-bash cannot read" in message
+
+
+def test_bash_is_asked_with_no_startup_files(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`bash -n` runs nothing, but BASH_ENV would be sourced: it is never passed on."""
+    monkeypatch.setenv("BASH_ENV", "/nonexistent/evil.sh")
+    calls: list[dict[str, str]] = []
+    real_run = subprocess.run
+
+    def spy(*args: object, **kwargs: object) -> object:
+        calls.append(kwargs["env"])  # type: ignore[arg-type]
+        return real_run(*args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(subprocess, "run", spy)
+    analyse("if true; then\nexport XLA_USE_BF16=1\n", NAMES)
+    assert calls and all("BASH_ENV" not in env for env in calls)
+
+
+def test_a_here_document_of_another_language_is_no_parse_error() -> None:
+    text = 'python3 <<EOF\nimport os\ndef f():\nos.environ["XLA_USE_BF16"] = "1"\nEOF\n'
+    analysis = analyse(text, NAMES)
+    assert analysis.problems == ()
+    (mention,) = analysis.mentions  # still reported, for review
+    assert text[mention.start : mention.end] == "XLA_USE_BF16"
+
+
+def test_what_echo_prints_is_text_but_what_it_substitutes_is_not() -> None:
+    text = 'echo "XLA_USE_BF16 is ${XLA_USE_BF16:-unset}" "$(printenv XLA_DOWNCAST_BF16)"\n'
+    analysis = analyse(text, NAMES)
+    assert [a.kind for a in analysis.accesses] == ["read"]
+    assert [text[m.start : m.end] for m in analysis.mentions] == ["XLA_DOWNCAST_BF16"]
+
+
+def test_what_echo_writes_to_a_file_or_a_pipe_is_reported() -> None:
+    text = (
+        'echo "XLA_USE_BF16=1" >> "$GITHUB_ENV"\n'
+        'echo "XLA_DOWNCAST_BF16=1" | tee -a env.txt\n'
+        'echo "set XLA_USE_BF16 for bf16"\n'
+    )
+    analysis = analyse(text, NAMES)
+    assert [text.count("\n", 0, m.start) + 1 for m in analysis.mentions] == [1, 2]

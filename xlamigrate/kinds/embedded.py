@@ -48,6 +48,18 @@ def _single_line(text: str) -> str | None:
     return None if "\n" in text or "\r" in text else text
 
 
+def _yaml_flow_plain(text: str) -> str | None:
+    return None if re.search(r"[,\[\]{}]", text) else _yaml_plain(text)
+
+
+def _compose_dollars(text: str) -> str | None:
+    return text.replace("$", "$$")
+
+
+def _kubernetes_dollars(text: str) -> str | None:
+    return re.sub(r"\$(?=[$(])", "$$", text)
+
+
 # How a replacement is written in each host context, innermost first in `Embedded.encodings`.
 # None: it cannot be written there (the edit is refused and the finding left for a hand edit).
 ENCODERS: dict[str, Callable[[str], str | None]] = {
@@ -57,6 +69,9 @@ ENCODERS: dict[str, Callable[[str], str | None]] = {
     "yaml-single": _yaml_single,
     "yaml-plain": _yaml_plain,
     "line": _single_line,  # a Dockerfile instruction, a notebook `!` line
+    "yaml-flow-plain": _yaml_flow_plain,  # a plain scalar inside `[...]` or `{...}`
+    "compose": _compose_dollars,  # docker compose interpolates `$`: `$$` is a `$`
+    "kubernetes": _kubernetes_dollars,  # command/args: `$(NAME)` expands, `$$` is a `$`
 }
 
 

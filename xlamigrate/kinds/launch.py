@@ -261,6 +261,8 @@ def _option(
     elif option in program.shell_options:
         if value_index < len(words):
             reading.shell_strings.append(value_index)
+        if program.role == "shell":  # bash -c STRING [NAME [ARGS]]: the string is the command
+            return reading.done(words)
     elif option in program.code_options:
         return reading.done(words)  # python -c: code, not a script
     elif option in program.module_options:

@@ -1,76 +1,94 @@
-"""Dockerfiles: `ENV` and `ARG` assignments (`ENV A=1 B=2`, legacy `ENV A 1`), `RUN`, `CMD`
-and `ENTRYPOINT` commands that set a flag (`X=1 cmd`, `export X=1`, `env X=1 cmd`; see
-`dockerfile_shell.py`), `$X` reads, and the Python scripts the image's command launches with
-that environment. The text is read into instructions by `dockerfile_parse.py`."""
+"""Dockerfiles: `ENV` and `ARG` assignments (`ENV A=1 B=2`, legacy `ENV A 1`) and their
+`${X}` expansions, read here; the commands of `RUN`, `CMD` and `ENTRYPOINT` (see `commands.py`),
+read by the shell engine; and the Python scripts the image's command launches with the
+environment (see `image.py`). The text is read into instructions by `parse.py`."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from xlamigrate.flagvalue import FlagValue
+from xlamigrate.kinds.dockerfile.commands import COMMANDS, command_analysis
+from xlamigrate.kinds.dockerfile.execform import exec_words
+from xlamigrate.kinds.dockerfile.image import image_scripts
 from xlamigrate.kinds.dockerfile.parse import (
     KEYWORDS,
     Instruction,
-    Text,
     Unparsable,
     docker_value,
     docker_words,
+    from_stage,
     item_removals,
     parse,
 )
-from xlamigrate.kinds.dockerfile.shell import (
-    SHELL_ASSIGNMENT,
-    Context,
-    py_scripts,
-    runs_heredoc,
-    shell_accesses,
-    shell_tokens,
-    shell_words,
-)
-from xlamigrate.kinds.textaccess import TextAccess, TextAnalysis
+from xlamigrate.kinds.textaccess import TextAccess, TextAnalysis, TextMention
 from xlamigrate.neuronflags import NEURON_CC_FLAGS
 
 # Values written without quotes (the legacy ENV form also takes single spaces between words).
 _BARE = re.compile(r"[A-Za-z0-9_./:=,+@%-]*")
 _BARE_WORDS = re.compile(r"[A-Za-z0-9_./:=,+@%-]+(?: [A-Za-z0-9_./:=,+@%-]+)*")
+_ONBUILD_NOTE = " in an ONBUILD instruction (images built from this one get it)"
+_ARG_NOTE = " as a build argument (only RUN steps see it, not the image's command)"
+
+
+@dataclass(frozen=True)
+class _Context:
+    """What every access found in one ENV or ARG instruction shares."""
+
+    names: frozenset[str]
+    escape: str
+    form: str
+    note: str = ""
 
 
 def analyse(text: str, names: frozenset[str]) -> TextAnalysis:
     parsed = parse(text)
-    launched_by = _image_scripts(parsed.instructions)
     accesses: list[TextAccess] = []
-    problems = list(parsed.problems)
+    mentions: list[TextMention] = []
+    problems: list[tuple[int | None, str]] = list(parsed.problems)
+    shells = _shells(parsed.instructions)
+    launched_by: list[tuple[str, ...]] | None = None
     for index, instruction in enumerate(parsed.instructions):
         if not instruction.mentions(text, names):
             continue
-        if instruction.keyword not in KEYWORDS:
-            problems.append((instruction.line, f"unknown instruction {instruction.keyword}"))
+        keyword = instruction.keyword
+        if keyword not in KEYWORDS:
+            problems.append((instruction.line, f"unknown instruction {keyword}"))
+            continue
+        note = _ONBUILD_NOTE * instruction.onbuild
+        if keyword in COMMANDS:
+            found = command_analysis(instruction, names, note, shells[index])
+            accesses.extend(found.accesses)
+            mentions.extend(found.mentions)
+            problems.extend(found.problems)
             continue
         try:
-            found = _instruction_accesses(text, instruction, names, parsed.escape)
+            written = _assignments(instruction, names, parsed.escape, note)
         except Unparsable as error:
-            problems.append((instruction.line, f"{instruction.keyword}: {error}"))
-            found = []
-        if instruction.keyword == "ENV" and not instruction.onbuild:
-            found = [replace(a, launched=launched_by[index]) for a in found]
-        accesses.extend(found)
+            problems.append((instruction.line, f"{keyword}: {error}"))
+            written = []
+        if keyword == "ENV" and not instruction.onbuild and written:
+            if launched_by is None:
+                launched_by = image_scripts(parsed.instructions)
+            written = [replace(a, launched=launched_by[index]) for a in written]
+        accesses.extend(written)
         accesses.extend(_reads(instruction, names, parsed.escape))
     accesses.sort(key=lambda access: (access.start, access.end))
-    return TextAnalysis(tuple(accesses), tuple(sorted(problems, key=lambda p: p[0] or 0)))
+    return TextAnalysis(
+        tuple(accesses),
+        tuple(sorted(problems, key=lambda p: p[0] or 0)),
+        tuple(sorted(mentions, key=lambda m: m.start)),
+    )
 
 
 def render(syntax: str, name: str, value: str, append: bool = False) -> str:
-    """`NAME=VALUE` (or the legacy `NAME VALUE`) as the instruction spells it; `append` adds
-    `value` to what the environment already holds."""
-    form, *options = syntax.split()
+    """`NAME=VALUE` (or the legacy `NAME VALUE`) as an ENV or ARG instruction spells it; `append`
+    adds `value` to what the environment already holds. (A RUN command's assignments are the
+    shell engine's to spell.)"""
+    options = syntax.split()[1:]
     escape = next((o.removeprefix("escape=") for o in options if o.startswith("escape=")), "\\")
-    if form == "shell":
-        if append:
-            return f'{name}="${{{name}}} {_shell_escape(value)}"'
-        return f"{name}={_shell_quote(value)}"
     quoted = _docker_escape(value, escape)
     if "legacy" in options:
         if append:
@@ -81,118 +99,45 @@ def render(syntax: str, name: str, value: str, append: bool = False) -> str:
     return f"{name}={value}" if _BARE.fullmatch(value) else f'{name}="{quoted}"'
 
 
-def _shell_quote(value: str) -> str:
-    if _BARE.fullmatch(value):
-        return value
-    return f'"{_shell_escape(value)}"'
-
-
-def _shell_escape(value: str) -> str:
-    return re.sub(r'(["$`\\])', r"\\\1", value)
-
-
 def _docker_escape(value: str, escape: str) -> str:
     return "".join(escape + c if c in ('"', "$", escape) else c for c in value)
 
 
-def _image_scripts(instructions: Sequence[Instruction]) -> list[tuple[str, ...]]:
-    """Per instruction: the Python scripts launched by the CMD/ENTRYPOINT of every image that
-    inherits its stage's environment (the stage itself and the stages built FROM it)."""
-    stage_of: list[int] = []
-    names: list[str] = []
-    bases: list[int | None] = []
-    commands: list[dict[str, tuple[str, ...]]] = []
+def _shells(instructions: Sequence[Instruction]) -> list[tuple[str, ...]]:
+    """Per instruction, its stage's SHELL (exec-form words; empty for the default `/bin/sh`),
+    inherited from the stage it is built FROM."""
+    by_stage: dict[str, tuple[str, ...]] = {}
+    current: tuple[str, ...] = ()
+    name = ""
+    out = []
     for instruction in instructions:
         if instruction.keyword == "FROM" and not instruction.onbuild:
-            words = [w for w in instruction.args.chars.split() if not w.startswith("--")]
-            image = words[0].lower() if words else ""
-            bases.append(names.index(image) if image in names else None)
-            names.append(words[2].lower() if len(words) >= 3 and words[1].lower() == "as" else "")
-            commands.append({})
-        elif instruction.keyword in ("CMD", "ENTRYPOINT") and commands and not instruction.onbuild:
-            commands[-1][instruction.keyword] = _launch_scripts(instruction.args.chars)
-        stage_of.append(len(commands) - 1)
-
-    def effective(stage: int, keyword: str) -> tuple[str, ...]:
-        base = bases[stage]
-        if keyword in commands[stage] or base is None:
-            return commands[stage].get(keyword, ())
-        return effective(base, keyword)
-
-    def inherits(stage: int, ancestor: int) -> bool:
-        base: int | None = stage
-        while base is not None:
-            if base == ancestor:
-                return True
-            base = bases[base]
-        return False
-
-    per_stage = []
-    for stage in range(len(commands)):
-        scripts = [
-            script
-            for other in range(len(commands))
-            if inherits(other, stage)
-            for keyword in ("ENTRYPOINT", "CMD")
-            for script in effective(other, keyword)
-        ]
-        per_stage.append(tuple(dict.fromkeys(scripts)))
-    return [per_stage[stage] if stage >= 0 else () for stage in stage_of]
+            image, name = from_stage(instruction)
+            current = by_stage.get(image, ())
+        elif instruction.keyword == "SHELL" and not instruction.onbuild:
+            shell = exec_words(instruction.args)
+            current = tuple(w.text for w in shell) if shell else current
+        if name:
+            by_stage[name] = current
+        out.append(current)
+    return out
 
 
-def _launch_scripts(args: str) -> tuple[str, ...]:
-    """The `.py` scripts of a CMD or ENTRYPOINT, exec form (`["python", "x.py"]`) or shell."""
-    words: list[str | None]
-    try:
-        parsed = json.loads(args) if args.lstrip().startswith("[") else None
-    except ValueError:
-        parsed = None
-    if isinstance(parsed, list) and all(isinstance(word, str) for word in parsed):
-        words = list(parsed)
-    else:
-        try:
-            words = [w.value for w in shell_words(args, shell_tokens(args))]
-        except Unparsable:
-            return ()
-    return tuple(script for word in words for script in py_scripts(word))
-
-
-def _instruction_accesses(
-    text: str, instruction: Instruction, names: frozenset[str], escape: str
+def _assignments(
+    instruction: Instruction, names: frozenset[str], escape: str, note: str
 ) -> list[TextAccess]:
-    keyword = instruction.keyword
-    note = " in an ONBUILD instruction (images built from this one get it)" * instruction.onbuild
-    if keyword in ("ENV", "ARG"):
-        if keyword == "ARG":
-            note += " as a build argument (only RUN steps see it, not the image's command)"
-        return _assignments(instruction, Context(text, names, escape, keyword, note))
-    if keyword not in ("RUN", "CMD", "ENTRYPOINT"):
-        return []
-    context = Context(text, names, escape, keyword, note)
-    if instruction.args.chars.lstrip().startswith("["):
-        try:
-            exec_form = json.loads(instruction.args.chars)
-        except ValueError:
-            exec_form = None
-        if isinstance(exec_form, list):
-            return _exec_form(instruction.args, context)
-    accesses = shell_accesses(instruction.args, context, instruction.removal, docker_flags=True)
-    if keyword == "RUN" and len(instruction.heredocs) == 1 and runs_heredoc(instruction.args):
-        accesses.extend(shell_accesses(instruction.heredocs[0].body, context, None))
-    return accesses
-
-
-def _assignments(instruction: Instruction, context: Context) -> list[TextAccess]:
     """`ENV A=1 B=2`, legacy `ENV A 1`, `ARG A=1 B`."""
+    form = instruction.keyword
+    context = _Context(names, escape, form, note + _ARG_NOTE * (form == "ARG"))
     args = instruction.args
-    spans = docker_words(args.chars, context.escape)
+    spans = docker_words(args.text, context.escape)
     if not spans:
         return []
-    if context.form == "ENV" and "=" not in args.chars[spans[0][0] : spans[0][1]]:
+    if context.form == "ENV" and "=" not in args.text[spans[0][0] : spans[0][1]]:
         return _legacy_env(instruction, context)
     items: list[tuple[int, int, str]] = []
     for start, end in spans:
-        raw = args.chars[start:end]
+        raw = args.text[start:end]
         if raw.startswith("#"):
             break  # a trailing comment (for a suppression): Docker rejects it, the user meant one
         if "=" not in raw and context.form == "ENV":
@@ -206,7 +151,7 @@ def _assignments(instruction: Instruction, context: Context) -> list[TextAccess]
     for (start, end, name), removal in zip(items, removals, strict=True):
         if name not in context.names:
             continue
-        raw = args.chars[start:end]
+        raw = args.text[start:end]
         has_value = "=" in raw
         value = docker_value(raw[len(name) + 1 :], context.escape) if has_value else None
         value_start = start + len(name) + 1
@@ -216,10 +161,10 @@ def _assignments(instruction: Instruction, context: Context) -> list[TextAccess]
                 kind="write",
                 form=context.form,
                 value=FlagValue((value,) if value is not None else None),
-                start=args.at(start),
-                end=args.after(start + len(name)),
-                assignment=(args.at(start), args.after(end)),
-                value_range=(args.after(value_start), args.after(end)) if has_value else None,
+                start=args.start_of(start),
+                end=args.end_of(start + len(name)),
+                assignment=(args.start_of(start), args.end_of(end)),
+                value_range=(args.end_of(value_start), args.end_of(end)) if has_value else None,
                 removal=removal,
                 container=instruction.removal if all(removable) else None,
                 syntax=_syntax(context.form, context.escape),
@@ -229,10 +174,10 @@ def _assignments(instruction: Instruction, context: Context) -> list[TextAccess]
     return accesses
 
 
-def _legacy_env(instruction: Instruction, context: Context) -> list[TextAccess]:
+def _legacy_env(instruction: Instruction, context: _Context) -> list[TextAccess]:
     """`ENV NAME the rest of the line`: one variable, its value everything after the name."""
     args = instruction.args
-    match = re.match(r"[ \t]*(\S+)[ \t]*(.*?)[ \t]*$", args.chars)
+    match = re.match(r"[ \t]*(\S+)[ \t]*(.*?)[ \t]*$", args.text)
     assert match is not None  # the caller found a first word
     name = match.group(1)
     if name not in context.names:
@@ -246,10 +191,10 @@ def _legacy_env(instruction: Instruction, context: Context) -> list[TextAccess]:
             kind="write",
             form="ENV",
             value=FlagValue((value,) if value is not None else None),
-            start=args.at(match.start(1)),
-            end=args.after(match.end(1)),
-            assignment=(args.at(match.start(1)), args.after(match.end(2))),
-            value_range=(args.at(match.start(2)), args.after(match.end(2))),
+            start=args.start_of(match.start(1)),
+            end=args.end_of(match.end(1)),
+            assignment=(args.start_of(match.start(1)), args.end_of(match.end(2))),
+            value_range=(args.start_of(match.start(2)), args.end_of(match.end(2))),
             removal=instruction.removal,
             syntax=_syntax("ENV", context.escape, "legacy"),
             note=context.note,
@@ -268,14 +213,14 @@ def _reads(instruction: Instruction, names: frozenset[str], escape: str) -> list
     texts.extend(h.body for h in instruction.heredocs if h.expands)
     reads = []
     for text in texts:
-        for match in re.finditer(r"\$(\{?)([A-Za-z_][A-Za-z0-9_]*)", text.chars):
+        for match in re.finditer(r"\$(\{?)([A-Za-z_][A-Za-z0-9_]*)", text.text):
             name = match.group(2)
-            escaped = match.start() > 0 and text.chars[match.start() - 1] in (escape, "\\")
+            escaped = match.start() > 0 and text.text[match.start() - 1] in (escape, "\\")
             if name not in names or escaped:
                 continue
             end = match.end()
             if match.group(1):
-                closing = text.chars.find("}", end)
+                closing = text.text.find("}", end)
                 end = end if closing == -1 else closing + 1
             reads.append(
                 TextAccess(
@@ -283,42 +228,8 @@ def _reads(instruction: Instruction, names: frozenset[str], escape: str) -> list
                     kind="read",
                     form="expansion",
                     value=None,
-                    start=text.at(match.start()),
-                    end=text.after(end),
+                    start=text.start_of(match.start()),
+                    end=text.end_of(end),
                 )
             )
     return reads
-
-
-def _exec_form(args: Text, context: Context) -> list[TextAccess]:
-    """`["env", "X=1", "python", "train.py"]`: no shell to expand a value, so a write here is
-    left to the user (removing it alone is easy, but the recipe's variable cannot be appended)."""
-    strings = list(re.finditer(r'"(?:[^"\\]|\\.)*"', args.chars))
-    try:
-        values = [str(json.loads(match.group())) for match in strings]
-    except ValueError:
-        return []
-    if not values or values[0].rsplit("/", 1)[-1] != "env":
-        return []
-    accesses = []
-    for position, (match, value) in enumerate(zip(strings, values, strict=True)):
-        if position == 0 or value.startswith("-"):
-            continue
-        if not SHELL_ASSIGNMENT.match(value):
-            break
-        name = value.partition("=")[0]
-        if name in context.names and match.group().startswith(f'"{name}='):
-            start = match.start() + 1
-            accesses.append(
-                TextAccess(
-                    variable=name,
-                    kind="write",
-                    form=context.form,
-                    value=FlagValue((value.partition("=")[2],)),
-                    start=args.at(start),
-                    end=args.after(start + len(name)),
-                    launched=tuple(s for v in values[position + 1 :] for s in py_scripts(v)),
-                    note=context.note,
-                )
-            )
-    return accesses

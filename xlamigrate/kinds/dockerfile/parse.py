@@ -1,7 +1,7 @@
 """Dockerfile text as instructions, after BuildKit's parser: the `# escape=` directive, line
 continuations (comment and blank lines inside them dropped), heredocs, ONBUILD. Each
-instruction's text keeps the file offset of every character, so edits land on the original text
-whatever the continuations. Used by `dockerfile.py`."""
+instruction's text is an `Embedded` text of the file, so findings and edits land on the original
+text whatever the continuations."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from xlamigrate.kinds.embedded import Embedded
 from xlamigrate.kinds.textaccess import TextEdit
 
 KEYWORDS = frozenset(
@@ -30,32 +31,10 @@ class Unparsable(Exception):
 
 
 @dataclass(frozen=True)
-class Text:
-    """A stretch of the file as one string, each character with its offset in the file."""
-
-    chars: str
-    origin: tuple[int, ...]  # one per character, plus the offset just past the last
-
-    @classmethod
-    def plain(cls, text: str, start: int, end: int) -> Text:
-        return cls(text[start:end], tuple(range(start, end + 1)))
-
-    def at(self, index: int) -> int:
-        """The file offset where character `index` starts."""
-        return self.origin[index]
-
-    def after(self, index: int) -> int:
-        """The file offset just past character `index - 1` (where a span ending at `index` ends)."""
-        return self.origin[index - 1] + 1 if index > 0 else self.origin[0]
-
-    def tail(self, index: int) -> Text:
-        return Text(self.chars[index:], self.origin[index:])
-
-
-@dataclass(frozen=True)
 class Heredoc:
-    body: Text
+    body: Embedded
     expands: bool  # an unquoted delimiter: `$X` in the body is expanded
+    marker: tuple[int, int]  # the `<<EOF` operator, in the instruction's text
 
 
 @dataclass(frozen=True)
@@ -65,7 +44,7 @@ class Instruction:
     start: int  # the first line's start
     keyword_end: int
     stop: int  # past the last line, heredoc bodies and newline included
-    args: Text
+    args: Embedded  # the text after the keyword, continuations joined (no line breaks)
     heredocs: tuple[Heredoc, ...] = ()
     onbuild: bool = False
 
@@ -104,7 +83,6 @@ def parse(text: str) -> Parsed:
         position = keyword_end
         while position < end and text[position] in " \t":
             position += 1
-        chars: list[str] = []
         origin: list[int] = []
         first = index
         while True:
@@ -113,7 +91,6 @@ def parse(text: str) -> Parsed:
             continuation = continued.search(text, segment_start, segment_end)
             if continuation:
                 segment_end = continuation.start()
-            chars.append(text[segment_start:segment_end])
             origin.extend(range(segment_start, segment_end))
             last = index
             index += 1
@@ -123,13 +100,12 @@ def parse(text: str) -> Parsed:
                 index += 1
             if index == len(lines):
                 break
-        origin.append(origin[-1] + 1 if origin else position)
-        args = Text("".join(chars), tuple(origin))
+        args = _joined(text, origin, position)
         word = keyword.group(1).upper()
         stop = lines[last][2]
         heredocs: list[Heredoc] = []
         if word in ("RUN", "COPY", "ADD"):
-            for match in _HEREDOC.finditer(args.chars):
+            for match in _HEREDOC.finditer(args.text):
                 body_start = lines[index][0] if index < len(lines) else len(text)
                 while index < len(lines) and not _ends_heredoc(text, lines[index], match):
                     index += 1
@@ -140,10 +116,20 @@ def parse(text: str) -> Parsed:
                     body_end = lines[index][0]
                     stop = lines[index][2]
                     index += 1
-                heredocs.append(Heredoc(Text.plain(text, body_start, body_end), not match[2]))
+                body = Embedded.slice(text, body_start, body_end)
+                heredocs.append(Heredoc(body, not match[2], match.span()))
         instruction = Instruction(word, first + 1, start, keyword_end, stop, args, tuple(heredocs))
         instructions.append(_onbuild(instruction) if word == "ONBUILD" else instruction)
     return Parsed(tuple(instructions), escape, tuple(problems))
+
+
+def _joined(text: str, origin: Sequence[int], position: int) -> Embedded:
+    """The characters of `text` at `origin` as one line of text (empty: at `position`)."""
+    if not origin:
+        return Embedded.slice(text, position, position, ("line",))
+    if origin[-1] - origin[0] == len(origin) - 1:  # one physical line
+        return Embedded.slice(text, origin[0], origin[-1] + 1, ("line",))
+    return Embedded.mapped(text, [(text[o], o, o + 1) for o in origin], ("line",))
 
 
 def _physical_lines(text: str) -> list[tuple[int, int, int]]:
@@ -185,16 +171,28 @@ def _ends_heredoc(text: str, line: tuple[int, int, int], marker: re.Match[str]) 
 def _onbuild(instruction: Instruction) -> Instruction:
     """ONBUILD's instruction, read as itself (it runs when an image is built from this one)."""
     args = instruction.args
-    inner = re.match(r"(\S+)[ \t]*", args.chars)
+    inner = re.match(r"(\S+)[ \t]*", args.text)
     if inner is None:
         return instruction
     return replace(
         instruction,
         keyword=inner.group(1).upper(),
-        keyword_end=args.after(len(inner.group(1))),
-        args=args.tail(inner.end()),
+        keyword_end=args.end_of(len(inner.group(1))),
+        args=tail(args, inner.end()),
         onbuild=True,
     )
+
+
+def from_stage(instruction: Instruction) -> tuple[str, str]:
+    """A FROM instruction's image and stage name (`FROM base AS train`), lower case."""
+    words = [w.lower() for w in instruction.args.text.split() if not w.startswith("--")]
+    image = words[0] if words else ""
+    return image, words[2] if len(words) >= 3 and words[1] == "as" else ""
+
+
+def tail(text: Embedded, index: int) -> Embedded:
+    """`text` from character `index` on, still mapped to the file."""
+    return text.inner(Embedded.slice(text.text, index, len(text.text)))
 
 
 def docker_words(chars: str, escape: str) -> list[tuple[int, int]]:
@@ -226,13 +224,8 @@ def docker_words(chars: str, escape: str) -> list[tuple[int, int]]:
 
 
 def docker_value(raw: str, escape: str) -> str | None:
-    """What Docker makes of a word: quotes removed, escapes applied (None if it expands `$`)."""
-    return unquote(raw, escape, frozenset({'"', "$", escape}), backticks=False)
-
-
-def unquote(raw: str, escape: str, escapable: frozenset[str], backticks: bool) -> str | None:
-    """A word's value: quotes removed, `escape` applied (inside double quotes only before one
-    of `escapable`); None when it expands a variable (or runs a backtick command)."""
+    """What Docker makes of a word: quotes removed, `escape` applied (inside double quotes only
+    before `"`, `$` or itself); None when it expands a variable."""
     out = []
     quote = ""
     index = 0
@@ -243,10 +236,14 @@ def unquote(raw: str, escape: str, escapable: frozenset[str], backticks: bool) -
                 quote = ""
             else:
                 out.append(char)
-        elif char == escape and index + 1 < len(raw) and (not quote or raw[index + 1] in escapable):
+        elif (
+            char == escape
+            and index + 1 < len(raw)
+            and (not quote or raw[index + 1] in ('"', "$", escape))
+        ):
             out.append(raw[index + 1])
             index += 1
-        elif _EXPANDS.match(raw, index) or (backticks and char == "`"):
+        elif _EXPANDS.match(raw, index):
             return None
         elif char == '"' and quote:
             quote = ""
@@ -261,13 +258,13 @@ def unquote(raw: str, escape: str, escapable: frozenset[str], backticks: bool) -
 
 
 def item_removals(
-    text: Text,
+    text: Embedded,
     spans: Sequence[tuple[int, int]],
     removable: Sequence[bool],
     lead: int | None,
     whole: TextEdit | None,
 ) -> list[TextEdit | None]:
-    """How to cut each of several items (assignments, commands) out of their list.
+    """How to cut each of several assignments out of their instruction.
 
     One item: `whole`. Otherwise the first item that stays is the anchor: items before it go
     with the gap after them, items after it with the gap before them, so any of them can be cut
@@ -280,10 +277,10 @@ def item_removals(
     removals: list[TextEdit | None] = []
     for index, (start, end) in enumerate(spans):
         if index < anchor or (index == anchor == 0):
-            removals.append(TextEdit(text.at(start), text.at(spans[index + 1][0]), ""))
+            removals.append(TextEdit(text.start_of(start), text.start_of(spans[index + 1][0]), ""))
         elif index > 0:
-            removals.append(TextEdit(text.after(spans[index - 1][1]), text.after(end), ""))
+            removals.append(TextEdit(text.end_of(spans[index - 1][1]), text.end_of(end), ""))
         else:
             assert lead is not None
-            removals.append(TextEdit(lead, text.after(end), ""))
+            removals.append(TextEdit(lead, text.end_of(end), ""))
     return removals

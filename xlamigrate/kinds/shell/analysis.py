@@ -97,13 +97,24 @@ def analyse_source(
     note: str = "",
     may_be_empty: bool = True,
     whole: TextEdit | None = None,
+    later: tuple[str, ...] = (),
 ) -> ShellAnalysis:
     """The accesses of the shell text `source` (a file, or a text inside another file).
     `whole` removes the construct that holds the text, for when its only command goes; without
-    it, a text that must keep a command (`may_be_empty` False) keeps a `:`."""
-    analyser = _Analyser(source.host, names)
+    it, a text that must keep a command (`may_be_empty` False) keeps a `:`. `later`: the Python
+    scripts that texts run after this one in the same shell (the next items of a GitLab
+    `script:` list), which see the variables this text leaves set."""
+    analyser = _Analyser(source.host, names, later=later)
     analyser.script(_Script(source, 0, note, may_be_empty, whole), sbatch=True)
     return analyser.result()
+
+
+def launches(source: Embedded) -> tuple[Launch, ...]:
+    """What every command of the shell text `source` runs, whether or not it names a flag (the
+    scripts a Dockerfile's CMD starts): its launches, nothing else analysed."""
+    analyser = _Analyser(source.host, frozenset(), every_script=True)
+    analyser.script(_Script(source, 0))
+    return analyser.result().launches
 
 
 @dataclass(frozen=True)
@@ -115,6 +126,9 @@ class _Script:
     note: str = ""
     may_be_empty: bool = True
     whole: TextEdit | None = None  # a host edit: removes what holds the script
+    # Whether a syntax error here is the file's problem: a here-document may hold another
+    # language (a Python script `python3 <<EOF` reads), so its errors only refuse edits.
+    must_parse: bool = True
 
 
 @dataclass(frozen=True)
@@ -172,6 +186,8 @@ class _Analyser:
     last_script: int = 0
     top: Embedded | None = None
     seen: set[tuple[int, int]] = field(default_factory=set)  # nested scripts already queued
+    every_script: bool = False  # read scripts that name no flag too (for their launches)
+    later: tuple[str, ...] = ()  # scripts launched after the text, in the same shell
 
     def script(self, script: _Script, sbatch: bool = False) -> None:
         """Analyses a script, then the scripts found inside it (here-documents, strings)."""
@@ -183,14 +199,20 @@ class _Analyser:
             _ScriptReader(self, current).analyse(sbatch and current.id == 0)
 
     def new_script(
-        self, source: Embedded, note: str, may_be_empty: bool = True, whole: TextEdit | None = None
+        self,
+        source: Embedded,
+        note: str,
+        may_be_empty: bool = True,
+        whole: TextEdit | None = None,
+        must_parse: bool = True,
     ) -> None:
         key = (source.start_of(0), source.end_of(len(source.text)))
         if key in self.seen:
             return
         self.seen.add(key)
         self.last_script += 1
-        self.pending.append(_Script(source, self.last_script, note, may_be_empty, whole))
+        script = _Script(source, self.last_script, note, may_be_empty, whole, must_parse)
+        self.pending.append(script)
 
     def add(
         self, access: TextAccess, script: int, local_start: int, bare_export: bool = False
@@ -230,7 +252,8 @@ class _Analyser:
             for script, at, launch in self.launches
             if script == pending.script and at > pending.local_start and launch.python_script
         )
-        return tuple(dict.fromkeys(s for s in found if s is not None))
+        later = self.later if pending.script == 0 else ()
+        return tuple(dict.fromkeys(s for s in (*found, *later) if s is not None))
 
     def mentions(self, accesses: Sequence[TextAccess]) -> tuple[TextMention, ...]:
         """Flag names in the text that no access accounts for (a Python one-liner, a config
@@ -261,10 +284,12 @@ class _ScriptReader:
         self.broken: list[tuple[int, int, int]] = []  # top-level statements with an error
 
     def analyse(self, sbatch: bool) -> None:
-        if not any(name in self.text for name in self.analyser.names):
+        names = self.analyser.names
+        if not self.analyser.every_script and not any(name in self.text for name in names):
             return
         root = self.parsed.root
-        self.check_errors(root)
+        if self.analyser.names:
+            self.check_errors(root)
         for node in walk(root):
             if node.type == "comment":
                 self.analyser.quiet.append(self.span(node))
@@ -284,9 +309,11 @@ class _ScriptReader:
                 first = next(n for n in walk(statement) if n.is_error or n.is_missing)
                 line = self.host_line(self.parsed.start(first))
                 self.broken.append((self.parsed.start(statement), self.parsed.end(statement), line))
+        if not self.script.must_parse:
+            return
         try:
             rejected = bash_rejects(self.text)
-        except (OSError, TimeoutError, ValueError):  # no bash here: tree-sitter's word stands
+        except OSError:  # no bash here (or it hung): tree-sitter's word stands
             first = errors[0]
             line = self.host_line(self.parsed.start(first))
             rejected_line: int | None = line
@@ -446,7 +473,7 @@ class _ScriptReader:
             return
         start, end = self.parsed.start(body), self.parsed.end(body)
         source = self.source.inner(Embedded.slice(self.text, start, end))
-        self.analyser.new_script(source, _HEREDOC_NOTE)
+        self.analyser.new_script(source, _HEREDOC_NOTE, must_parse=False)
 
     def expansions(self, node: Node) -> None:
         """Command and process substitutions inside a command's words: their commands."""
@@ -471,7 +498,10 @@ class _ScriptReader:
             self.command(words[:count], (words[0].start, words[count - 1].end), place)
             self.command(words[count:], (words[count].start, self.parsed.end(span)), place)
             return
-        self.command(words, (self.parsed.start(span), self.parsed.end(span)), place)
+        redirected = span.type == "redirected_statement" and any(
+            child.type == "file_redirect" for child in span.children
+        )
+        self.command(words, (self.parsed.start(span), self.parsed.end(span)), place, redirected)
 
     def words(self, node: Node) -> list[_Word]:
         out: list[_Word] = []
@@ -498,8 +528,10 @@ class _ScriptReader:
         start, end = self.parsed.start(node), self.parsed.end(node)
         return _Word(start, end, self.text[start:end], assignment, node)
 
-    def command(self, words: list[_Word], span: tuple[int, int], place: _Place) -> None:
-        """The accesses of one simple command."""
+    def command(
+        self, words: list[_Word], span: tuple[int, int], place: _Place, redirected: bool = False
+    ) -> None:
+        """The accesses of one simple command (`redirected`: its output goes to a file)."""
         ctx = _Command(self, words, span, place)
         count = _prefix_count(words)
         prefixes, rest = words[:count], words[count:]
@@ -514,8 +546,9 @@ class _ScriptReader:
         name = rest[0].value.rsplit("/", 1)[-1]
         minus = "".join(w.value[1:] for w in rest[1:] if w.value.startswith("-"))
         plus = "".join(w.value[1:] for w in rest[1:] if w.value.startswith("+"))
-        if name in _PRINTERS:
-            self.analyser.quiet.append(self.source.span(rest[0].start, rest[-1].end))
+        if name in _PRINTERS and not ctx.place.in_pipeline and not redirected:
+            for word in rest[1:]:  # printed, not written to a file ($GITHUB_ENV) or a pipe
+                self.quiet_text(word.node)
         if name == "export":  # `export -n X` takes X out of the environment
             ctx.declaration(rest[0], rest[1:], "export", exported="n" not in minus)
         elif name in _DECLARERS:
@@ -557,6 +590,16 @@ class _ScriptReader:
             program += f" {word.value.partition('=')[0]}"
         note = (_REMOTE_NOTE if made.remote else _STRING_NOTE).format(program=program)
         self.analyser.new_script(self.source.inner(inner), note)
+
+    def quiet_text(self, node: Node | None) -> None:
+        """Marks the literal text of a printed word (not the commands substituted into it)."""
+        if node is None or node.type in ("command_substitution", "process_substitution"):
+            return
+        if node.type in ("word", "string_content", "raw_string") or not node.children:
+            self.analyser.quiet.append(self.span(node))
+            return
+        for child in node.children:
+            self.quiet_text(child)
 
     # -- reads --------------------------------------------------------------------------------
 

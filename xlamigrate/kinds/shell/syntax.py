@@ -82,20 +82,23 @@ def error_nodes(root: Node) -> list[Node]:
 
 
 def bash_rejects(text: str) -> tuple[int, str] | None:
-    """(line, message) of bash's syntax error for `text`, None when `bash -n` accepts it. With no
-    bash on the machine, None too: the caller falls back to tree-sitter's own error."""
+    """(line, message) of bash's syntax error for `text`, None when `bash -n` accepts it.
+    OSError (no bash here) or TimeoutError: the caller falls back to tree-sitter's own error."""
     bash = shutil.which("bash")
     if bash is None:
         raise FileNotFoundError("bash")
     environment = {"PATH": os.environ.get("PATH", ""), "LC_ALL": "C"}  # no BASH_ENV is sourced
-    result = subprocess.run(
-        [bash, "--norc", "--noprofile", "-n"],
-        input=text.encode("utf-8", "surrogatepass"),
-        capture_output=True,
-        env=environment,
-        timeout=30,
-        check=False,
-    )
+    try:
+        result = subprocess.run(
+            [bash, "--norc", "--noprofile", "-n"],
+            input=text.encode("utf-8", "surrogatepass"),
+            capture_output=True,
+            env=environment,
+            timeout=30,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as error:
+        raise TimeoutError("bash -n did not answer in 30 s") from error
     if result.returncode == 0:
         return None
     message = result.stderr.decode("utf-8", "replace").strip().splitlines()

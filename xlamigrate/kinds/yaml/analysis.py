@@ -1,34 +1,21 @@
 """YAML files: Kubernetes/Argo `env:` lists, docker compose `environment:` (map and list), GitHub
-Actions `env:` maps, and the NeuronX-Distributed-Training and accelerate configs that set a flag
-for the user. Positions come from ruamel.yaml's nodes, so a rewrite is a text edit and comments,
-key order and quoting stay as written."""
+Actions `env:` maps, the NeuronX-Distributed-Training and accelerate configs that set a flag
+for the user, and the shell scripts the file runs (Actions `run:`, GitLab `script:`, the
+`bash -c` string of a container's or service's command; see `sites.py` and `scripts.py`).
+Positions come from ruamel.yaml's nodes, so a rewrite is a text edit and comments, key order and
+quoting stay as written."""
 
 from __future__ import annotations
 
 import json
 import re
-import shlex
 import string
-import warnings
-from collections.abc import Iterator
-from typing import Any, Protocol
 
 from xlamigrate.flagvalue import FlagValue
-from xlamigrate.kinds.textaccess import TextAccess, TextAnalysis, TextEdit, line_removal
-
-
-class Node(Protocol):
-    """What is read of a ruamel.yaml node (`id` tells scalar, sequence and mapping apart;
-    scalars have `style`, collections `flow_style`)."""
-
-    id: str
-    tag: str | None
-    value: Any  # str; a list of nodes; a list of (key, value) node pairs
-    start_mark: Any
-    end_mark: Any
-    style: str | None
-    flow_style: bool | None
-
+from xlamigrate.kinds.textaccess import TextAccess, TextAnalysis
+from xlamigrate.kinds.yaml.nodes import MERGE_TAG, Node, compose, each_node, is_null, text
+from xlamigrate.kinds.yaml.scripts import Scripts
+from xlamigrate.kinds.yaml.sites import Site, find_sites
 
 # NeuronX-Distributed-Training config keys that NDT turns into the legacy flags.
 _CONFIG_KEYS = {"xla_use_bf16": "XLA_USE_BF16", "xla_downcast_bf16": "XLA_DOWNCAST_BF16"}
@@ -41,10 +28,6 @@ _ACCELERATE_XLA = frozenset({"TPU", "XLA"})
 _YES = frozenset({"yes", "true", "on", "1"})
 _ENV_ITEM_KEYS = frozenset({"name", "value", "valueFrom"})  # a Kubernetes EnvVar
 _LIST_PARENTS = frozenset({"environment"})  # docker compose `- NAME=VALUE` lists
-_LAUNCH_KEYS = frozenset({"command", "args", "entrypoint", "run"})
-_NULL_TAG = "tag:yaml.org,2002:null"
-_MERGE_TAG = "tag:yaml.org,2002:merge"  # `<<`: may repeat
-_MAX_DEPTH = 200  # deeper than any config; the composer recurses, so fail early and cleanly
 # A value that expands something at run time: compose `${X}`, Kubernetes `$(X)`, Actions `${{ }}`.
 _EXPANSION = re.compile(r"\$[{(A-Za-z_]")
 _PLAIN = re.compile(r"[A-Za-z_/][A-Za-z0-9_./=+-]*|--?[A-Za-z][A-Za-z0-9_./=+-]*")
@@ -55,16 +38,20 @@ _TYPED_WORDS = frozenset(["y", "n", "yes", "no", "true", "false", "on", "off", "
 def analyse(text: str, names: frozenset[str]) -> TextAnalysis:
     if not _mentions(text, names):
         return TextAnalysis()
-    documents = _compose(text)
+    documents = compose(text)
     if isinstance(documents, tuple):
         return TextAnalysis(problems=(documents,))
     duplicate = _duplicate_key(documents)
     if duplicate is not None:
         return TextAnalysis(problems=(duplicate,))
-    finder = _Finder(text, names)
+    scripts = Scripts(text, names)
+    finder = _Finder(text, names, scripts)
     for document in documents:
         finder.visit(document)
-    return TextAnalysis(tuple(sorted(finder.accesses, key=lambda a: (a.start, a.variable))))
+    found = scripts.result
+    accesses = sorted([*finder.accesses, *found.accesses], key=lambda a: (a.start, a.variable))
+    mentions = sorted(found.mentions, key=lambda m: (m.start, m.variable))
+    return TextAnalysis(tuple(accesses), tuple(found.problems), tuple(mentions))
 
 
 def render(syntax: str, name: str, value: str, append: bool = False) -> str:
@@ -94,63 +81,23 @@ def _mentions(text: str, names: frozenset[str]) -> bool:
     )
 
 
-def _compose(text: str) -> list[Node] | tuple[int | None, str]:
-    """The documents' node trees, or (line, message) when the text is not YAML."""
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import MarkedYAMLError
-    from ruamel.yaml.reader import ReaderError
-
-    yaml = YAML(typ="rt")
-    yaml.max_depth = _MAX_DEPTH
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # a reused anchor is a warning, not a problem here
-            return [document for document in yaml.compose_all(text) if document]
-    except MarkedYAMLError as error:
-        mark = error.problem_mark or error.context_mark
-        message = " ".join(str(part) for part in (error.problem, error.context) if part)
-        return (mark.line + 1 if mark else None, message or type(error).__name__)
-    except ReaderError as error:
-        line = text.count("\n", 0, error.position) + 1
-        return (line, str(error).splitlines()[0])
-    except Exception as error:  # whatever else the parser trips on, the run goes on
-        return (None, f"{type(error).__name__}: {error}")
-
-
 def _duplicate_key(documents: list[Node]) -> tuple[int, str] | None:
     """The first key (in the file) that a mapping names twice, as (line, message). YAML forbids
     it and Kubernetes, compose and Actions reject such a file: which value counts would be a
     guess, and a rewrite built on a guess could drop the value that did."""
     first: tuple[int, str] | None = None
-    for node in _each_node(documents):
+    for node in each_node(documents):
         if node.id != "mapping":
             continue
         lines: dict[tuple[str, str], int] = {}
         for name, _ in node.value:
-            if name.id != "scalar" or str(name.tag) == _MERGE_TAG:
+            if name.id != "scalar" or str(name.tag) == MERGE_TAG:
                 continue
             key, line = (str(name.tag), str(name.value)), name.start_mark.line + 1
             if key in lines and (first is None or line < first[0]):
                 first = line, f"duplicate key {name.value!r} (first on line {lines[key]})"
             lines.setdefault(key, line)
     return first
-
-
-def _each_node(roots: list[Node]) -> Iterator[Node]:
-    """Every node under `roots` once (aliases share nodes), through mapping values and
-    sequence items."""
-    seen: set[int] = set()
-    stack = list(roots)
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        yield node
-        if node.id == "mapping":
-            stack.extend(value for _, value in node.value)
-        elif node.id == "sequence":
-            stack.extend(node.value)
 
 
 def _scalar(value: str, style: str) -> str:
@@ -167,32 +114,28 @@ def _style(node: Node) -> str:
     return style if style in ("'", '"') else "" if style is None else '"'
 
 
-def _is_null(node: Node) -> bool:
-    return node.id == "scalar" and node.tag == _NULL_TAG and node.style is None
-
-
-def _text(node: Node) -> str:
-    """A scalar's string (ruamel marks the folds of a `>` scalar with BEL for round trips)."""
-    value = str(node.value)
-    return value.replace("\a", "") if node.style == ">" else value
-
-
 def _flag_value(node: Node) -> FlagValue:
-    value = _text(node)
+    value = text(node)
     return FlagValue.unknown() if _EXPANSION.search(value) else FlagValue((value,))
 
 
 class _Finder:
     """Walks the node trees of one file and collects its flag accesses."""
 
-    def __init__(self, text: str, names: frozenset[str]) -> None:
+    def __init__(self, text: str, names: frozenset[str], scripts: Scripts) -> None:
         self.text = text
         self.names = names
+        self.scripts = scripts
+        self.positions = scripts.positions
         self.accesses: list[TextAccess] = []
         self._seen: set[int] = set()  # an anchored node is visited once, however often aliased
+        self._sites: dict[int, Site] = {}  # by the mapping that holds what a site runs
         self._launched: dict[int, tuple[str, ...]] = {}
 
     def visit(self, root: Node) -> None:
+        for site in find_sites(root, self.positions):
+            self._sites.setdefault(id(site.owner), site)
+            self.scripts.analyse(site)
         # (node, the key scalar it is the value of, the mapping that holds that key)
         stack: list[tuple[Node, Node | None, Node | None]] = [(root, None, None)]
         while stack:
@@ -222,14 +165,14 @@ class _Finder:
         for index, item in enumerate(sequence.value):
             if item.id == "mapping":
                 self._env_item(sequence, index, key, owner)
-            elif in_environment and item.id == "scalar" and not _is_null(item):
+            elif in_environment and item.id == "scalar" and not is_null(item):
                 self._list_entry(sequence, index, key, owner)
 
     def _map_entry(self, mapping: Node, index: int, key: Node | None, owner: Node | None) -> None:
         """`NAME: value` in a compose `environment:`, an Actions `env:`, a ConfigMap's `data:`."""
         name, value = mapping.value[index]
-        start, end = self._span(name)
-        known = not _is_null(value)
+        start, end = self.positions.span(name)
+        known = not is_null(value)
         self.accesses.append(
             TextAccess(
                 variable=name.value,
@@ -238,9 +181,9 @@ class _Finder:
                 value=_flag_value(value) if known else FlagValue.unknown(),
                 start=start,
                 end=end,
-                assignment=self._range(name, value) if known else None,
-                value_range=self._span(value) if known else None,
-                removal=self._removal(mapping, index, key),
+                assignment=self.positions.range(name, value) if known else None,
+                value_range=self.positions.span(value) if known else None,
+                removal=self.positions.removal(mapping, index, key),
                 syntax=self._template(name, value, "name", "value") if known else "",
                 launched=self._scripts(owner),
             )
@@ -260,21 +203,21 @@ class _Finder:
         value = fields["value"][1] if "value" in fields else None
         if value is not None and value.id != "scalar":
             return
-        known = value is not None and not _is_null(value)
+        given = value if value is not None and not is_null(value) else None
         flag_value = FlagValue.unknown() if "valueFrom" in fields else FlagValue(("",))
-        start, end = self._span(name)
+        start, end = self.positions.span(name)
         self.accesses.append(
             TextAccess(
                 variable=name.value,
                 kind="write",
                 form="yaml-env-list",
-                value=_flag_value(value) if known and value is not None else flag_value,
+                value=_flag_value(given) if given is not None else flag_value,
                 start=start,
                 end=end,
-                assignment=self._range(name, value) if known and value is not None else None,
-                value_range=self._span(value) if known and value is not None else None,
-                removal=self._removal(sequence, index, key),
-                syntax=self._template(name, value, "name", "value") if known else "",
+                assignment=self.positions.range(name, given) if given is not None else None,
+                value_range=self.positions.span(given) if given is not None else None,
+                removal=self.positions.removal(sequence, index, key),
+                syntax=self._template(name, given, "name", "value") if given is not None else "",
                 launched=self._scripts(owner),
             )
         )
@@ -282,10 +225,10 @@ class _Finder:
     def _list_entry(self, sequence: Node, index: int, key: Node | None, owner: Node | None) -> None:
         """`- NAME=value` (or `- NAME`, passed through from the host) in a compose list."""
         item = sequence.value[index]
-        variable, equals, value = _text(item).partition("=")
+        variable, equals, value = text(item).partition("=")
         if variable not in self.names:
             return
-        start, end = self._span(item)
+        start, end = self.positions.span(item)
         self.accesses.append(
             TextAccess(
                 variable=variable,
@@ -297,20 +240,20 @@ class _Finder:
                 start=start,
                 end=end,
                 assignment=(start, end) if equals else None,
-                removal=self._removal(sequence, index, key),
+                removal=self.positions.removal(sequence, index, key),
                 syntax=self._template(item, None, "entry", "") if equals else "",
                 launched=self._scripts(owner),
             )
         )
 
     def _manual(self, variable: str, form: str, at: Node, value: Node, note: str) -> None:
-        start, end = self._span(at)
+        start, end = self.positions.span(at)
         self.accesses.append(
             TextAccess(
                 variable=variable,
                 kind="write",
                 form=form,
-                value=FlagValue.unknown() if _is_null(value) else _flag_value(value),
+                value=FlagValue.unknown() if is_null(value) else _flag_value(value),
                 start=start,
                 end=end,
                 note=note,
@@ -339,7 +282,7 @@ class _Finder:
             variable, at, reason = "XLA_USE_BF16", precision[0], "mixed_precision is bf16"
         if variable not in self.names:
             return
-        start, end = self._span(at)
+        start, end = self.positions.span(at)
         self.accesses.append(
             TextAccess(
                 variable=variable,
@@ -353,64 +296,12 @@ class _Finder:
             )
         )
 
-    # Positions -------------------------------------------------------------------------------
-
-    def _span(self, node: Node) -> tuple[int, int]:
-        """A scalar's text, quotes and block indicators included."""
-        start: int = node.start_mark.index
-        if node.style in ("|", ">"):
-            return start, self._block_end(node)
-        end: int = node.end_mark.index
-        return start, end
-
-    def _block_end(self, node: Node) -> int:
-        """The end of a block scalar's last content line (its end mark lies past the blank and
-        comment lines that follow it)."""
-        text = self.text
-        stop: int = node.end_mark.index
-        end = text.find("\n", node.start_mark.index, stop)
-        if end == -1:
-            return stop
-        end = end - 1 if text[end - 1] == "\r" else end
-        indent: int | None = None
-        position = end + 1
-        while position < stop:
-            line_end = text.find("\n", position, stop)
-            line_end = stop if line_end == -1 else line_end
-            line = text[position:line_end].rstrip("\r")
-            if line.strip():
-                width = len(line) - len(line.lstrip(" "))
-                if indent is None:
-                    indent = width
-                elif width < indent:
-                    break
-                end = position + len(line)
-            position = line_end + 1
-        return end
-
-    def _content_end(self, node: Node) -> int:
-        """Where a node's own text ends (a block collection's end mark is the next token's)."""
-        if node.id == "scalar":
-            return self._span(node)[1]
-        if node.flow_style or not node.value:
-            end: int = node.end_mark.index
-            return end
-        last = node.value[-1]
-        if node.id == "sequence":
-            return self._content_end(last)
-        name, value = last
-        return self._span(name)[1] if _is_null(value) else self._content_end(value)
-
-    def _range(self, first: Node, second: Node) -> tuple[int, int]:
-        spans = (self._span(first), self._span(second))
-        return min(s for s, _ in spans), max(e for _, e in spans)
-
     def _template(self, name: Node, value: Node | None, name_field: str, value_field: str) -> str:
         """The text of the name and value scalars with `{name:STYLE}` and `{value:STYLE}` where
         they were (or one `{entry:STYLE}` for a `NAME=value` scalar), braces escaped."""
-        slots = [(*self._span(name), name_field, _style(name))]
+        slots = [(*self.positions.span(name), name_field, _style(name))]
         if value is not None:
-            slots.append((*self._span(value), value_field, _style(value)))
+            slots.append((*self.positions.span(value), value_field, _style(value)))
         slots.sort()
         parts = []
         position = slots[0][0]
@@ -420,103 +311,23 @@ class _Finder:
             position = end
         return "".join(parts)
 
-    def _entries(self, collection: Node) -> list[tuple[int, int]]:
-        """Each entry's text: a block sequence item from its `-`, a mapping entry from its key."""
-        entries = []
-        for entry in collection.value:
-            if collection.id == "mapping":
-                name, value = entry
-                start: int = name.start_mark.index
-                end = self._span(name)[1] if _is_null(value) else self._content_end(value)
-            else:
-                start = entry.start_mark.index
-                if not collection.flow_style:
-                    start = self._dash(start)
-                end = self._content_end(entry)
-            entries.append((start, end))
-        return entries
-
-    def _dash(self, start: int) -> int:
-        position = start - 1
-        while position >= 0 and self.text[position] in " \t\r\n":
-            position -= 1
-        return position if position >= 0 and self.text[position] == "-" else start
-
-    def _removal(self, collection: Node, index: int, key: Node | None) -> TextEdit | None:
-        """Removes one entry: its lines in a block collection (an only entry leaves `[]`/`{}`, so
-        that `environment:` does not become null), its text and comma in a flow one."""
-        entries = self._entries(collection)
-        start, end = entries[index]
-        if collection.flow_style:
-            if len(entries) == 1:
-                return TextEdit(start, end, "")
-            if index + 1 < len(entries):
-                return TextEdit(start, entries[index + 1][0], "")
-            return TextEdit(entries[index - 1][1], end, "")
-        if collection.id == "sequence" and self.text[start] != "-":
-            return None  # an item whose dash could not be found (an anchor, a tag)
-        edit = line_removal(self.text, start, end)
-        whole_lines = edit.start == self.text.rfind("\n", 0, start) + 1 and (
-            edit.end == len(self.text) or self.text[edit.end - 1] == "\n"
-        )
-        if not whole_lines:
-            return None  # `- NAME: v` or `? NAME`: what would be left is not the user's to guess
-        if len(entries) > 1 or key is None:
-            return edit
-        insert = self._after_key(key)
-        if insert is None or insert > edit.start:
-            return edit
-        empty = " []" if collection.id == "sequence" else " {}"
-        return TextEdit(insert, edit.end, empty + self.text[insert : edit.start])
-
-    def _after_key(self, key: Node) -> int | None:
-        """Where an empty flow collection goes on a key's line: after the colon and any anchor or
-        tag, before a comment."""
-        text = self.text
-        colon = self._span(key)[1]
-        while colon < len(text) and text[colon] in " \t":
-            colon += 1
-        if colon >= len(text) or text[colon] != ":":
-            return None
-        line_end = text.find("\n", colon)
-        line = text[colon + 1 : len(text) if line_end == -1 else line_end]
-        match = re.match(r"(?:[ \t]+[^\s#][^\s]*)*", line)
-        return colon + 1 + (match.end() if match else 0)
-
     # Launched scripts ------------------------------------------------------------------------
 
     def _scripts(self, owner: Node | None) -> tuple[str, ...]:
         """The Python scripts that the container, service, job or step holding the variables
-        runs (`command`, `args`, `entrypoint`, `run`), as written."""
+        runs, and everything below it runs (a workflow's jobs' steps), as written."""
         if owner is None:
             return ()
         if id(owner) not in self._launched:
-            scripts: dict[str, None] = {}
-            for word in _launch_words(owner):
-                if word.endswith(".py"):
-                    scripts[word] = None
-            self._launched[id(owner)] = tuple(scripts)
+            found = (
+                script
+                for node in each_node([owner])
+                if id(node) in self._sites
+                for script in self.scripts.launched(self._sites[id(node)])
+            )
+            self._launched[id(owner)] = tuple(dict.fromkeys(found))
         return self._launched[id(owner)]
 
 
 def _escape(text: str) -> str:
     return text.replace("{", "{{").replace("}", "}}")
-
-
-def _launch_words(root: Node) -> Iterator[str]:
-    for node in _each_node([root]):
-        if node.id == "mapping":
-            for name, value in node.value:
-                if name.id == "scalar" and name.value in _LAUNCH_KEYS:
-                    yield from _words(value)
-
-
-def _words(node: Node) -> Iterator[str]:
-    items: list[Any] = [node] if node.id == "scalar" else list(node.value)
-    for item in items:
-        if getattr(item, "id", None) != "scalar" or not isinstance(item.value, str):
-            continue
-        try:
-            yield from shlex.split(item.value, comments=True)
-        except ValueError:
-            yield from item.value.split()
