@@ -66,6 +66,20 @@ def code_cell(source: Any) -> dict[str, Any]:
 
 
 FLAG_CELL = code_cell(["import os\n", 'os.environ["XLA_USE_BF16"] = "1"\n'])
+# FLAG_CELL rewritten alone, in each mode: its notebook's other cell cannot be read.
+FLAG_CELL_REWRITTEN = {
+    "full-bf16": ["import os\n", 'os.environ["NEURON_RT_STOCHASTIC_ROUNDING_EN"] = "1"\n'],
+    "fp32-copy": ["import os\n"],
+    "autocast": [
+        "import os\n",
+        "import torch\n",
+        "\n",
+        'os.environ["NEURON_CC_FLAGS"] = os.environ.get("NEURON_CC_FLAGS", "")'
+        ' + " --auto-cast=none"\n',
+    ],
+}
+BAD_CELL = code_cell(["x = 1\n", "def f(:\n", "  pass\n"])
+DEEP_CELL = code_cell("x = " + "-" * 20_000 + "1\n")
 
 
 def with_tabs(data: bytes) -> bytes:
@@ -268,12 +282,20 @@ CASES: dict[str, Case] = {
         errors={"bad.ipynb": (None, "could not read the notebook")},
     ),
     "notebook_cell_with_a_syntax_error": Case(  # rewrite named the joined module's line 7
-        files={"bad.ipynb": notebook(FLAG_CELL, code_cell(["x = 1\n", "def f(:\n", "  pass\n"]))},
+        files={"bad.ipynb": notebook(FLAG_CELL, BAD_CELL)},
         errors={"bad.ipynb": (2, "cell 1: could not parse")},
+        findings={"bad.ipynb": 2},  # the other cells are still checked, and rewritten
+        rewrites={
+            "bad.ipynb": lambda mode: notebook(code_cell(FLAG_CELL_REWRITTEN[mode]), BAD_CELL)
+        },
     ),
     "notebook_cell_nested_too_deep": Case(
-        files={"bad.ipynb": notebook(FLAG_CELL, code_cell("x = " + "-" * 20_000 + "1\n"))},
-        errors={"bad.ipynb": (None, "could not parse: nesting too deep")},
+        files={"bad.ipynb": notebook(FLAG_CELL, DEEP_CELL)},
+        errors={"bad.ipynb": (None, "cell 1: could not parse: nesting too deep")},
+        findings={"bad.ipynb": 2},
+        rewrites={
+            "bad.ipynb": lambda mode: notebook(code_cell(FLAG_CELL_REWRITTEN[mode]), DEEP_CELL)
+        },
     ),
     # YAML that is not YAML, or not unambiguous.
     "yaml_tab_indentation": Case(

@@ -58,7 +58,10 @@ def test_rewrite_fixture(mode: str, case: Path, catalogue: Catalogue) -> None:
     assert outcome.errors == ()
     produced = outcome.rewritten if outcome.rewritten is not None else outcome.original
     assert produced.decode() == expected.decode()
-    remaining = [f"{f.span.line}:{f.span.column} {f.code}" for f in outcome.remaining]
+    remaining = [
+        f"{'' if f.cell is None else f'{f.cell}:'}{f.span.line}:{f.span.column} {f.code}"
+        for f in outcome.remaining
+    ]
     assert remaining == expected_remaining(case)
 
 

@@ -1,0 +1,57 @@
+"""The shell a notebook runs, through the one shell engine: the `!cmd` lines (and `%sx`,
+`%system`) of Python cells, and `%%bash`-like cells. Each text is a slice of its cell, so
+findings carry the cell's own line and column. They are reported, not rewritten: the commands
+start processes of their own, whose scripts the recipe belongs to."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xlamigrate.catalogue import Catalogue
+from xlamigrate.kinds.notebook.escapes import escaped_spans
+from xlamigrate.kinds.notebook.magics import CellRole
+from xlamigrate.kinds.textaccess import TextAnalysis
+from xlamigrate.model import FileResult
+
+Slice = tuple[int, int, tuple[str, ...]]  # start, end in the cell, host encodings
+
+
+def shell_slices(source: str, role: CellRole) -> tuple[Slice, ...]:
+    """Where the cell's shell texts are: its body for a shell cell, each command of a Python
+    cell (`!cmd`, with the lines a backslash continues it on)."""
+    if role.role == "text":
+        return ((role.body, len(source), ()),)
+    return tuple(
+        (start, end, ("line",))
+        for start, end, escape in escaped_spans(source)
+        if escape.role == "shell"
+    )
+
+
+def scan_shell(
+    path: str,
+    source: str,
+    slices: Sequence[Slice],
+    catalogue: Catalogue,
+    enabled: frozenset[str],
+) -> FileResult:
+    """Findings in the cell `source` (its lines and columns) for the shell texts at `slices`."""
+    if not any(flag in source[start:end] for start, end, _ in slices for flag in catalogue.flags):
+        return FileResult(path)  # the engine (tree-sitter) is loaded only for texts that need it
+    from xlamigrate.kinds.embedded import Embedded
+    from xlamigrate.kinds.shell.analysis import analyse_source
+    from xlamigrate.kinds.shell.render import render
+    from xlamigrate.kinds.textscan import TextKind, scan_text
+
+    def analyse(text: str, names: frozenset[str]) -> TextAnalysis:
+        parts = [
+            analyse_source(Embedded.slice(text, start, end, encodings), names)
+            for start, end, encodings in slices
+        ]
+        return TextAnalysis(
+            tuple(access for part in parts for access in part.accesses),
+            tuple(problem for part in parts for problem in part.problems),
+            tuple(mention for part in parts for mention in part.mentions),
+        )
+
+    return scan_text(path, source.encode("utf-8"), TextKind(analyse, render), catalogue, enabled)
