@@ -55,6 +55,8 @@ class FlagMention:
 class EnvAccessAnalysis:
     accesses: tuple[EnvAccess, ...]
     mentions: tuple[FlagMention, ...]
+    # string literals that are shell command lines, for the shell engine (commands.py)
+    commands: tuple[cst.BaseExpression, ...] = ()
 
 
 def analyse_env_accesses(

@@ -56,7 +56,9 @@ class _Resolver:
         for raw in self.walk.raws:
             self._resolve_raw(raw)
         self._resolve_helper_calls()
-        return EnvAccessAnalysis(tuple(self.accesses), tuple(self._mentions()))
+        return EnvAccessAnalysis(
+            tuple(self.accesses), tuple(self._mentions()), tuple(self.walk.commands)
+        )
 
     # -- receivers and keys --------------------------------------------------------------------
 

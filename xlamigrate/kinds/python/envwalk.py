@@ -10,6 +10,8 @@ from dataclasses import dataclass
 import libcst as cst
 from libcst.metadata import Scope, ScopeProvider
 
+from xlamigrate.kinds.launch import launch
+from xlamigrate.kinds.python.commands import ALWAYS_SHELL, SHELL_WHEN_ASKED
 from xlamigrate.kinds.python.envaccess import Form
 from xlamigrate.kinds.python.literals import string_value
 from xlamigrate.model import Access, Target
@@ -23,6 +25,7 @@ _ENV_FUNCTIONS: dict[str, Access] = {
 _MAPPING_METHODS: dict[str, Access] = {"setdefault": "write", "get": "read", "pop": "delete"}
 _COPY_FUNCTIONS = {"builtins.dict", "dict", "copy.copy", "copy.deepcopy"}
 _SELF_NAMES = {"self", "cls"}
+_STRINGS = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,8 @@ class EnvWalker(cst.CSTVisitor):
         self.reassigned: set[str] = set()
         self.flag_literals: list[tuple[cst.CSTNode, str]] = []
         self.shell_strings: list[tuple[cst.CSTNode, str, str]] = []
+        # string literals that are shell command lines (os.system, shell=True, bash -c)
+        self.commands: list[cst.BaseExpression] = []
         self.flag_keywords: list[cst.Arg] = []
         self.handled: set[cst.CSTNode] = set()  # dicts and calls already turned into raws
         self.stored: set[cst.Subscript] = set()  # subscripts written or deleted, not read
@@ -345,6 +350,8 @@ class EnvWalker(cst.CSTVisitor):
         func = node.func
         qualified = self._qualified(func)
         args = [arg for arg in node.args if arg.keyword is None and arg.star == ""]
+        if args and qualified & (ALWAYS_SHELL | SHELL_WHEN_ASKED):
+            self._command(node, qualified, args[0].value)
         for name, kind in _ENV_FUNCTIONS.items():
             if name in qualified and args:
                 value = args[1].value if kind == "write" and len(args) > 1 else None
@@ -361,6 +368,26 @@ class EnvWalker(cst.CSTVisitor):
             self._method_call(node, func, args)
         elif isinstance(func, cst.Name):
             self.calls.append(HelperCall(func.value, False, node, self.function))
+
+    def _command(self, node: cst.Call, qualified: set[str], command: cst.BaseExpression) -> None:
+        """The shell command line a call runs: its string, or the `-c` string of its list."""
+        shell = any(
+            arg.keyword is not None
+            and arg.keyword.value == "shell"
+            and isinstance(arg.value, cst.Name)
+            and arg.value.value == "True"
+            for arg in node.args
+        )
+        if qualified & ALWAYS_SHELL or shell:
+            if isinstance(command, _STRINGS):
+                self.commands.append(command)
+            return
+        if isinstance(command, (cst.List, cst.Tuple)):
+            items = [element.value for element in command.elements]
+            words = [string_value(item) for item in items]
+            for index in launch(words).shell_strings:
+                if isinstance(items[index], _STRINGS):
+                    self.commands.append(items[index])
 
     def _method_call(self, node: cst.Call, func: cst.Attribute, args: list[cst.Arg]) -> None:
         method = func.attr.value
@@ -413,13 +440,15 @@ class EnvWalker(cst.CSTVisitor):
         return False
 
     def visit_FormattedString(self, node: cst.FormattedString) -> None:
+        if any(node is command for command in self.commands):
+            return
         text = "".join(
             part.value if isinstance(part, cst.FormattedStringText) else "\0" for part in node.parts
         )
         self._string(node, text)
 
     def _string(self, node: cst.CSTNode, text: str | None) -> None:
-        if text is None:
+        if text is None or any(node is command for command in self.commands):  # the shell's
             return
         if text in self.flags:
             self.flag_literals.append((node, text))

@@ -20,6 +20,7 @@ from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvide
 
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.findings import manual_finding
+from xlamigrate.kinds.python.commands import command_findings
 from xlamigrate.kinds.python.conditions import Condition, enabling_condition, expressible_at
 from xlamigrate.kinds.python.detect import span_of
 from xlamigrate.kinds.python.envaccess import EnvAccess, analyse_env_accesses
@@ -57,11 +58,14 @@ def rewrite_python(
         wrapper, catalogue.flags, also=(STOCHASTIC_ROUNDING, NEURON_CC_FLAGS)
     )
     pairs = reported(path, wrapper, analysis, catalogue, enabled)
+    # shell command lines run child processes: reported for a hand edit, never rewritten here
+    commands = command_findings(path, wrapper, analysis.commands, catalogue, enabled)
     if not pairs:
-        return RewriteOutcome(path, data, None)
+        remaining_commands = tuple(sorted(commands, key=lambda f: f.sort_key))
+        return RewriteOutcome(path, data, None, remaining=remaining_commands)
     planner = _Planner(path, wrapper, catalogue, mode, unsafe_fixes, analysis.accesses)
     plan = planner.make_plan(pairs)
-    remaining = tuple(sorted(planner.remaining, key=lambda f: f.sort_key))
+    remaining = tuple(sorted([*planner.remaining, *commands], key=lambda f: f.sort_key))
     fixed = tuple(sorted(planner.fixed, key=lambda f: f.sort_key))
     if plan.is_empty():
         return RewriteOutcome(path, data, None, fixed, remaining)

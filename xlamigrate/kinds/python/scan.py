@@ -10,6 +10,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from xlamigrate.catalogue import Catalogue
+from xlamigrate.kinds.python.commands import command_findings
 from xlamigrate.kinds.python.detect import classified
 from xlamigrate.kinds.python.envaccess import (
     EnvAccess,
@@ -31,6 +32,7 @@ def scan_python(
     wrapper = MetadataWrapper(parsed, unsafe_skip_copy=True)
     analysis = analyse_env_accesses(wrapper, catalogue.flags)
     found = [finding for _, finding in reported(path, wrapper, analysis, catalogue, enabled)]
+    found += command_findings(path, wrapper, analysis.commands, catalogue, enabled)
     return FileResult(path, findings=tuple(sorted(found, key=lambda f: f.sort_key)))
 
 
