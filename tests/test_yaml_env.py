@@ -441,3 +441,21 @@ def test_rewritten_yaml_loads_and_keeps_the_comments_of_what_stayed(output: Path
     dropped = rewritten_lines(source)
     kept = Counter(comment for line, comment in hash_comments(source) if line not in dropped)
     assert kept <= Counter(comment for _, comment in hash_comments(result))
+
+
+def test_neuron_cc_flags_from_another_variable_is_reported_not_dropped(
+    catalogue: Catalogue,
+) -> None:
+    text = (
+        "apiVersion: batch/v1\nkind: Job\nspec:\n  template:\n    spec:\n      containers:\n"
+        "        - name: train\n          env:\n"
+        "            - name: NEURON_CC_FLAGS\n              value: $(BASE_FLAGS) -O1\n"
+        '            - name: XLA_USE_BF16\n              value: "1"\n'
+        '          command: ["python", "train.py"]\n'
+    )
+    outcome = rewrite_source(
+        "job.yaml", text.encode(), "yaml", catalogue, frozenset(catalogue.rules), "autocast"
+    )
+    assert outcome.rewritten is not None
+    assert "XLA_USE_BF16" not in outcome.rewritten.decode()
+    assert [(f.code, f.span.line) for f in outcome.remaining] == [("XM407", 9)]

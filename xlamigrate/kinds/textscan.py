@@ -330,7 +330,7 @@ def _merge_auto_cast_none(
             edits.append(TextEdit(*write.assignment, replacement))
         elif write.auto_cast_none is not None:
             edits.extend(write.auto_cast_none)
-        else:
+        elif write.value_range is not None:  # (no value_range: `export X` passes a value on)
             unmerged.append(write)
     return edits, unmerged
 

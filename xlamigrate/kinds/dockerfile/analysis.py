@@ -23,8 +23,8 @@ from xlamigrate.kinds.dockerfile.parse import (
     item_removals,
     parse,
 )
-from xlamigrate.kinds.textaccess import TextAccess, TextAnalysis, TextMention
-from xlamigrate.neuronflags import NEURON_CC_FLAGS
+from xlamigrate.kinds.textaccess import TextAccess, TextAnalysis, TextEdit, TextMention
+from xlamigrate.neuronflags import NEURON_CC_FLAGS, auto_cast_none_edits
 
 # Values written without quotes (the legacy ENV form also takes single spaces between words).
 _BARE = re.compile(r"[A-Za-z0-9_./:=,+@%-]*")
@@ -155,6 +155,14 @@ def _assignments(
         has_value = "=" in raw
         value = docker_value(raw[len(name) + 1 :], context.escape) if has_value else None
         value_start = start + len(name) + 1
+        auto_cast = None
+        if name == NEURON_CC_FLAGS and has_value and value is None:  # `"${NEURON_CC_FLAGS} -O1"`
+            merges = [
+                args.edit(TextEdit(value_start + a, value_start + b, text))
+                for a, b, text in auto_cast_none_edits(raw[len(name) + 1 :])
+            ]
+            auto_cast = tuple(e for e in merges if e is not None)
+            auto_cast = auto_cast if len(auto_cast) == len(merges) else None
         accesses.append(
             TextAccess(
                 variable=name,
@@ -169,6 +177,7 @@ def _assignments(
                 container=instruction.removal if all(removable) else None,
                 syntax=_syntax(context.form, context.escape),
                 note=context.note,
+                auto_cast_none=auto_cast,
             )
         )
     return accesses
