@@ -88,3 +88,22 @@ def test_importing_the_runtime_does_not_import_the_cli_stack() -> None:
     modules = imported_modules("import xlamigrate.runtime")
     assert "torch" in modules  # the probe works: the runtime does need torch
     assert not modules & {"libcst", "typer", "rich", "click", "pathspec"}
+
+
+def test_the_shell_engine_is_imported_only_for_shell_text_naming_a_flag(tmp_path: Path) -> None:
+    (tmp_path / "training.env").write_text("XLA_USE_BF16=1\n")
+    (tmp_path / "Dockerfile").write_text("FROM x\nENV XLA_USE_BF16=1\nRUN pip install torch\n")
+    (tmp_path / "job.yaml").write_text(
+        "env:\n  - name: XLA_USE_BF16\n    value: '1'\ncommand: [python, t.py]\n"
+    )
+    (tmp_path / "run.sh").write_text("python train.py\n")  # no flag: not even parsed
+    code = (
+        "import sys\n"
+        "from xlamigrate.cli import main\n"
+        "sys.argv = ['xlamigrate', 'scan', '.', '-f', 'json', '-j', '1']\n"
+        "try:\n    main()\nexcept SystemExit as e:\n    assert e.code == 1, e.code\n"
+    )
+    modules = imported_modules(code, cwd=tmp_path)
+    assert not modules & {"tree_sitter", "tree_sitter_bash", "libcst"}
+    (tmp_path / "run.sh").write_text("export XLA_USE_BF16=1\npython train.py\n")
+    assert "tree_sitter_bash" in imported_modules(code, cwd=tmp_path)

@@ -60,20 +60,20 @@ def mention_finding(
     catalogue: Catalogue, path: str, span: Span, variable: str, where: str
 ) -> Finding:
     """A flag's name xlamigrate cannot follow (XM301): `where` says what holds it."""
-    rule = catalogue.rule(MENTION_RULE)
-    return Finding(
-        code=rule.code,
-        path=path,
-        span=span,
-        severity=rule.severity,
-        message=rule.message.format(subject=f"{variable} named {where}"),
-        variable=variable,
-        fix=Fix(rule.fix) if rule.fix else None,
+    return manual_finding(
+        catalogue, MENTION_RULE, path, span, f"{variable} named {where}", variable=variable
     )
 
 
-def manual_finding(catalogue: Catalogue, code: str, path: str, span: Span, subject: str) -> Finding:
-    """A step the rewrite leaves to the user (XM4xx), worded by its rule."""
+def manual_finding(
+    catalogue: Catalogue,
+    code: str,
+    path: str,
+    span: Span,
+    subject: str,
+    variable: str | None = None,
+) -> Finding:
+    """A step left to the user (XM4xx, XM301), worded by its rule."""
     rule = catalogue.rule(code)
     return Finding(
         code=code,
@@ -81,6 +81,7 @@ def manual_finding(catalogue: Catalogue, code: str, path: str, span: Span, subje
         span=span,
         severity=rule.severity,
         message=rule.message.format(subject=subject),
+        variable=variable,
         fix=Fix("manual"),
     )
 

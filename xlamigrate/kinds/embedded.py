@@ -28,7 +28,8 @@ def _shell_single(text: str) -> str | None:
     return text.replace("'", "'\\''")
 
 
-def _shell_double(text: str) -> str | None:
+def escape_double(text: str) -> str:
+    """`text` inside a double-quoted shell string."""
     return re.sub(r'(["\\$`])', r"\\\1", text)
 
 
@@ -64,7 +65,7 @@ def _kubernetes_dollars(text: str) -> str | None:
 # None: it cannot be written there (the edit is refused and the finding left for a hand edit).
 ENCODERS: dict[str, Callable[[str], str | None]] = {
     "shell-single": _shell_single,  # inside '...' of a shell word
-    "shell-double": _shell_double,  # inside "..." of a shell word
+    "shell-double": escape_double,  # inside "..." of a shell word
     "yaml-double": _yaml_double,
     "yaml-single": _yaml_single,
     "yaml-plain": _yaml_plain,

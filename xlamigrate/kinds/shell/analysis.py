@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from xlamigrate.flagvalue import FlagValue
 from xlamigrate.kinds.embedded import Embedded
 from xlamigrate.kinds.launch import Launch, launch
-from xlamigrate.kinds.shell.render import shell_syntax
+from xlamigrate.kinds.shell.commands import RECIPE_VARIABLES, Command, Place, Word, prefix_count
 from xlamigrate.kinds.shell.syntax import Node, Parsed, bash_rejects, error_nodes, parse, walk
 from xlamigrate.kinds.shell.words import literal, string_text
 from xlamigrate.kinds.textaccess import (
@@ -27,14 +27,8 @@ from xlamigrate.kinds.textaccess import (
     TextAnalysis,
     TextEdit,
     TextMention,
-    line_removal,
 )
-from xlamigrate.model import Access, Applicability
-from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING, auto_cast_none_edits
 
-_RECIPE_VARIABLES = frozenset({NEURON_CC_FLAGS, STOCHASTIC_ROUNDING})
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_ASSIGNMENT = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?P<append>\+?)=")
 _SBATCH_EXPORT = re.compile(r"#SBATCH\b.*?--export[= ]\s*(?P<list>\S+)")
 _EXPORT_ENTRY = re.compile(r"(?<=[=,\"'])(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>[^,\"'\s]*)")
 _DECLARERS = frozenset({"declare", "typeset", "local", "readonly"})
@@ -55,9 +49,6 @@ _SIMPLE = frozenset(
 )
 _KEYWORD_WORDS = frozenset({"export", "declare", "typeset", "local", "readonly", "unset"})
 _SEPARATORS = frozenset({";", "&", ";;", ";&", ";;&", "&&", "||", "|", "|&"})
-# Bodies that may lose their only command (a script, a case clause, `$( )`); any other body
-# (then, do, { }, ( )) keeps a `:` in its place.
-_MAY_BE_EMPTY = frozenset({"program", "case_item", "command_substitution", "process_substitution"})
 # Where a bare name is a variable's value: arithmetic.
 _ARITHMETIC = frozenset({"arithmetic_expansion", "c_style_for_statement"})
 # Forms whose write lands in this shell's environment, for every command after it.
@@ -67,7 +58,6 @@ _HEREDOC_NOTE = " inside a here-document (in the script this one writes out)"
 _SLURM_NOTE = " in a SLURM --export list (edit the list by hand)"
 _STRING_NOTE = " in the command string of `{program}`"
 _REMOTE_NOTE = " in a command run on another machine (`{program}`)"
-_ERROR_NOTE = " (next to a syntax error on line {line}: edit it by hand)"
 
 
 @dataclass(frozen=True)
@@ -131,40 +121,6 @@ class _Script:
     must_parse: bool = True
 
 
-@dataclass(frozen=True)
-class _Word:
-    start: int  # offsets in the script's text
-    end: int
-    raw: str
-    assignment: bool  # a `NAME=VALUE` in assignment position (a prefix, a plain assignment)
-    node: Node = field(default=None, compare=False, repr=False)
-
-    @property
-    def value(self) -> str:
-        """The word as the command sees it (quotes removed; the raw text if it expands)."""
-        text = literal(self.raw)
-        return self.raw if text is None else text
-
-    @property
-    def known(self) -> str | None:
-        return literal(self.raw)
-
-
-@dataclass(frozen=True)
-class _Place:
-    """Where a simple command sits: what removing it whole must keep intact."""
-
-    may_be_empty: bool = True
-    sole: bool = True  # the only command of its list
-    in_pipeline: bool = False
-    top: bool = False  # a command of the script's own top level
-    prev_op: str = ""
-    prev_end: int | None = None  # the end of the command before
-    prev_op_end: int | None = None
-    next_op: str = ""
-    next_start: int | None = None  # the start of the command after
-
-
 @dataclass
 class _Pending:
     access: TextAccess
@@ -196,7 +152,7 @@ class _Analyser:
             self.top = script.source
         while self.pending:
             current = self.pending.pop(0)
-            _ScriptReader(self, current).analyse(sbatch and current.id == 0)
+            ScriptReader(self, current).analyse(sbatch and current.id == 0)
 
     def new_script(
         self,
@@ -263,7 +219,7 @@ class _Analyser:
         text = self.top.text
         found = []
         covered = [(a.start, a.end) for a in accesses]
-        for name in sorted(self.names - _RECIPE_VARIABLES):
+        for name in sorted(self.names - RECIPE_VARIABLES):
             for match in re.finditer(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", text):
                 start, end = self.top.span(match.start(), match.end())
                 inside = any(s <= start and end <= e for s, e in (*covered, *self.quiet))
@@ -272,7 +228,7 @@ class _Analyser:
         return tuple(sorted(found, key=lambda m: m.start))
 
 
-class _ScriptReader:
+class ScriptReader:
     """Reads one script's tree: its statements, and the reads anywhere in it."""
 
     def __init__(self, analyser: _Analyser, script: _Script) -> None:
@@ -366,7 +322,7 @@ class _ScriptReader:
         else:
             for child in node.children:
                 if child.type in _STATEMENTS:
-                    self.statement(child, _Place(may_be_empty=False))
+                    self.statement(child, Place(may_be_empty=False))
                 elif child.child_count:
                     self.nested(child)
             self.expansions(node)
@@ -388,7 +344,7 @@ class _ScriptReader:
             previous = items[index - 1][0] if index else None
             following = items[index + 1] if index + 1 < len(items) else None
             after = following[1] if following else self.trailing_operator(item, run)
-            place = _Place(
+            place = Place(
                 may_be_empty=may_be_empty,
                 sole=len(items) == 1,
                 top=top,
@@ -429,7 +385,7 @@ class _ScriptReader:
             return None
         return self.parsed.end(previous) + len(stripped)
 
-    def statement(self, node: Node, place: _Place, span: Node | None = None) -> None:
+    def statement(self, node: Node, place: Place, span: Node | None = None) -> None:
         kind = node.type
         if kind in _SIMPLE:
             self.simple(node, place, span or node)
@@ -444,7 +400,7 @@ class _ScriptReader:
         elif kind in ("pipeline", "negated_command"):  # no command there can go alone
             for child in node.children:
                 if child.type in _STATEMENTS:
-                    self.statement(child, _Place(in_pipeline=True))
+                    self.statement(child, Place(in_pipeline=True))
         elif kind == "list":
             self.sequence([node], place.may_be_empty, place.top)
         elif kind in ("compound_statement", "subshell"):
@@ -487,13 +443,13 @@ class _ScriptReader:
 
     # -- simple commands ----------------------------------------------------------------------
 
-    def simple(self, node: Node, place: _Place, span: Node) -> None:
+    def simple(self, node: Node, place: Place, span: Node) -> None:
         words = self.words(node)
         if not words:
             return
         # tree-sitter-bash reads `A=1` on one line and `cmd` on the next as one command:
         # split where a newline separates the assignments from the command.
-        count = _prefix_count(words)
+        count = prefix_count(words)
         if 0 < count < len(words) and "\n" in self.text[words[count - 1].end : words[count].start]:
             self.command(words[:count], (words[0].start, words[count - 1].end), place)
             self.command(words[count:], (words[count].start, self.parsed.end(span)), place)
@@ -503,8 +459,8 @@ class _ScriptReader:
         )
         self.command(words, (self.parsed.start(span), self.parsed.end(span)), place, redirected)
 
-    def words(self, node: Node) -> list[_Word]:
-        out: list[_Word] = []
+    def words(self, node: Node) -> list[Word]:
+        out: list[Word] = []
         for child in node.children:
             kind = child.type
             if kind in ("variable_assignment", "variable_assignments"):
@@ -524,16 +480,16 @@ class _ScriptReader:
             out = [self.word(node, assignment=True)]
         return out
 
-    def word(self, node: Node, assignment: bool) -> _Word:
+    def word(self, node: Node, assignment: bool) -> Word:
         start, end = self.parsed.start(node), self.parsed.end(node)
-        return _Word(start, end, self.text[start:end], assignment, node)
+        return Word(start, end, self.text[start:end], assignment, node)
 
     def command(
-        self, words: list[_Word], span: tuple[int, int], place: _Place, redirected: bool = False
+        self, words: list[Word], span: tuple[int, int], place: Place, redirected: bool = False
     ) -> None:
         """The accesses of one simple command (`redirected`: its output goes to a file)."""
-        ctx = _Command(self, words, span, place)
-        count = _prefix_count(words)
+        ctx = Command(self, words, span, place)
+        count = prefix_count(words)
         prefixes, rest = words[:count], words[count:]
         if not rest:
             ctx.assignments(prefixes)
@@ -562,7 +518,7 @@ class _ScriptReader:
         for index in made.shell_strings:
             self.shell_string(rest, index, made)
 
-    def shell_string(self, words: list[_Word], index: int, made: Launch) -> None:
+    def shell_string(self, words: list[Word], index: int, made: Launch) -> None:
         """The string of `bash -c`, `sbatch --wrap`, `ssh HOST`: a script of its own."""
         word = words[index]
         node = word.node
@@ -698,305 +654,6 @@ class _ScriptReader:
 
     def span(self, node: Node) -> tuple[int, int]:
         return self.source.span(self.parsed.start(node), self.parsed.end(node))
-
-
-@dataclass
-class _Command:
-    """Turns one simple command's words into accesses."""
-
-    reader: _ScriptReader
-    words: list[_Word]
-    span: tuple[int, int]
-    place: _Place
-
-    @property
-    def names(self) -> frozenset[str]:
-        return self.reader.analyser.names
-
-    @property
-    def legacy(self) -> frozenset[str]:
-        return self.names - _RECIPE_VARIABLES
-
-    def note_and_applicability(self, start: int) -> tuple[str, Applicability | None]:
-        note = self.reader.script.note
-        line = self.reader.error_line(start)
-        if line is not None:
-            return note + _ERROR_NOTE.format(line=line), "manual"
-        if not self.reader.source.editable:
-            return note, "manual"
-        return note, None
-
-    def host_edit(self, edit: TextEdit | None) -> TextEdit | None:
-        if edit is None:
-            return None
-        if isinstance(edit, _HostEdit):
-            return TextEdit(edit.start, edit.end, edit.replacement)
-        return self.reader.source.edit(edit)
-
-    def syntax(self, form: str) -> str:
-        return shell_syntax(form, self.reader.source.encodings)
-
-    def write(
-        self,
-        word: _Word,
-        form: str,
-        removal: TextEdit | None,
-        syntax: str,
-        launched: tuple[str, ...] = (),
-        container: TextEdit | None = None,
-        name_offset: int = 0,
-    ) -> None:
-        raw = word.raw[name_offset:]
-        match = _ASSIGNMENT.match(raw)
-        if match is None:
-            return
-        raw_value = raw[match.end() :]
-        value = None if match.group("append") or raw_value.startswith("(") else literal(raw_value)
-        start = word.start + name_offset
-        note, applicability = self.note_and_applicability(start)
-        source = self.reader.source
-        host_start, host_end = source.span(start, word.end)
-        auto_cast = None
-        if match.group("name") == NEURON_CC_FLAGS and value is None and applicability is None:
-            value_start = start + match.end()
-            merges = [
-                self.host_edit(TextEdit(value_start + a, value_start + b, text))
-                for a, b, text in auto_cast_none_edits(raw_value)
-            ]
-            auto_cast = tuple(e for e in merges if e is not None)
-            auto_cast = auto_cast if len(auto_cast) == len(merges) else None
-        self.reader.analyser.add(
-            TextAccess(
-                variable=match.group("name"),
-                kind="write",
-                form=form,
-                value=FlagValue(None if value is None else (value,)),
-                start=host_start,
-                end=host_end,
-                assignment=(host_start, host_end) if source.editable else None,
-                value_range=source.span(start + match.end(), word.end),
-                removal=self.host_edit(removal),
-                container=self.host_edit(container),
-                syntax=self.syntax(syntax),
-                launched=launched,
-                note=note,
-                applicability=applicability,
-                auto_cast_none=auto_cast,
-            ),
-            self.reader.script.id,
-            start,
-        )
-
-    def other(
-        self,
-        word: _Word,
-        kind: Access,
-        form: str,
-        removal: TextEdit | None,
-        name_offset: int = 0,
-        container: TextEdit | None = None,
-    ) -> None:
-        """A bare `export X` (a write of what X holds) or an `unset X`."""
-        start = word.start + name_offset
-        name = word.raw[name_offset:]
-        if "=" in name:
-            name = name.partition("=")[0]
-        note, applicability = self.note_and_applicability(start)
-        host_start, host_end = self.reader.source.span(start, start + len(name))
-        self.reader.analyser.add(
-            TextAccess(
-                variable=name,
-                kind=kind,
-                form=form,
-                value=FlagValue(None) if kind == "write" else None,
-                start=host_start,
-                end=host_end,
-                assignment=(host_start, host_end) if kind == "write" else None,
-                removal=self.host_edit(removal),
-                container=self.host_edit(container),
-                syntax=self.syntax(form),
-                note=note,
-                applicability=applicability,
-            ),
-            self.reader.script.id,
-            start,
-            bare_export=kind == "write",
-        )
-
-    def container(self, group: list[_Word]) -> TextEdit | None:
-        """The whole command, for when every word of `group` (all accesses) is removed."""
-        if len(group) > 1 and all(self.is_access(w) for w in group):
-            return self.drop_command()
-        return None
-
-    # -- the forms ----------------------------------------------------------------------------
-
-    def assignments(self, words: list[_Word]) -> None:
-        """`X=1` alone (or `A=1 X=1`): shell variables, exported when they already were."""
-        container = self.container(words)
-        removals = self.word_removals(words, prefer_after=False)
-        for index, word in enumerate(words):
-            removal = self.drop_command() if len(words) == 1 else removals.get(index)
-            alone = len(words) == 1 and word.raw.split("=")[0] in self.legacy
-            syntax = "statement" if alone else "assignment"
-            self.write(word, "assignment", removal, syntax, container=container)
-
-    def word_removals(self, words: list[_Word], prefer_after: bool) -> dict[int, TextEdit]:
-        """Removals for the access words among `words`, each taking the blanks on one side
-        (after it when `prefer_after` or it leads, else before), never blanks another took."""
-        taken: set[int] = set()  # blank k lies between words k and k + 1
-        removals = {}
-        for index, word in enumerate(words):
-            if not self.is_access(word):
-                continue
-            after = index if index + 1 < len(words) and index not in taken else None
-            before = index - 1 if index > 0 and index - 1 not in taken else None
-            first, second = (after, before) if prefer_after or index == 0 else (before, after)
-            gap = first if first is not None else second
-            if gap is None:
-                removals[index] = TextEdit(word.start, word.end, "")
-                continue
-            taken.add(gap)
-            if gap == index:
-                removals[index] = TextEdit(word.start, words[index + 1].start, "")
-            else:
-                removals[index] = TextEdit(words[index - 1].end, word.end, "")
-        return removals
-
-    def prefixes(self, prefixes: list[_Word], command: _Word, scripts: tuple[str, ...]) -> None:
-        removals = self.word_removals([*prefixes, command], prefer_after=True)
-        for index, word in enumerate(prefixes):
-            self.write(word, "prefix", removals.get(index), "prefix", scripts)
-
-    def declaration(
-        self, keyword: _Word, arguments: list[_Word], form: str, exported: bool | None
-    ) -> None:
-        """`export`/`declare` arguments: `X=1` writes; a bare `X` exported (True) writes what X
-        holds, unexported (False: `export -n X`, `declare +x X`) deletes it for children."""
-        if any(w.value.startswith("-") and "f" in w.value for w in arguments):
-            return  # functions, not variables
-        names = [w for w in arguments if not w.value.startswith(("-", "+"))]
-        container = self.container(names)
-        removals = self.word_removals([keyword, *arguments], prefer_after=False)
-        for word in names:
-            index = arguments.index(word) + 1
-            removal = self.drop_command() if len(names) == 1 else removals.get(index)
-            if _ASSIGNMENT.match(word.raw):
-                self.write(word, form, removal, form, container=container)
-            elif exported is not None and _NAME.fullmatch(word.raw):
-                kind: Access = "write" if exported else "delete"
-                self.other(word, kind, form, removal, container=container)
-
-    def unset(self, keyword: _Word, arguments: list[_Word]) -> None:
-        if any(w.value.startswith("-") and "f" in w.value for w in arguments):
-            return  # functions
-        names = [w for w in arguments if _NAME.fullmatch(w.raw)]
-        container = self.container(names)
-        removals = self.word_removals([keyword, *arguments], prefer_after=False)
-        for word in names:
-            removal = (
-                self.drop_command() if len(names) == 1 else removals.get(arguments.index(word) + 1)
-            )
-            self.other(word, "delete", "unset", removal, container=container)
-
-    def launch_environment(
-        self, words: list[_Word], made: Launch, scripts: tuple[str, ...]
-    ) -> None:
-        """What the programs of a command line set for what they run: `env X=1 -u Y`, bash's
-        `time X=1`, `sudo X=1`, `mpirun -x X=1`, `docker run -e X=1`."""
-        removals = self.word_removals(words, prefer_after=True)
-        for setting in made.env:
-            if setting.index >= len(words) or setting.name not in self.names:
-                continue
-            word = words[setting.index]
-            in_option = setting.name_offset > 0 or (
-                setting.index > 0 and words[setting.index - 1].value.startswith("-")
-            )
-            if setting.action == "set" and not in_option:  # env X=1, time X=1
-                removal = removals.get(setting.index)
-                self.write(word, "env-command", removal, "env-command", scripts)
-                continue
-            removal = self.option_removal(words, setting.index, setting.name_offset)
-            if setting.action == "unset":
-                self.other(word, "delete", "env-command", removal, setting.name_offset)
-            elif setting.action == "set":
-                self.write(
-                    word, "option", removal, "env-command", scripts, name_offset=setting.name_offset
-                )
-            else:  # `-x NAME`: passes this shell's value on
-                self.other(word, "write", "option", removal, setting.name_offset)
-
-    def option_removal(self, words: list[_Word], index: int, name_offset: int) -> TextEdit:
-        """Removes an option with its value: `-u NAME`, `-x NAME=1` or one word `-uNAME`."""
-        first = index if name_offset else index - 1
-        if index + 1 < len(words):
-            return TextEdit(words[first].start, words[index + 1].start, "")
-        return TextEdit(words[first - 1].end, words[index].end, "")
-
-    def slurm(self, words: list[_Word], scripts: tuple[str, ...]) -> None:
-        for index, word in enumerate(words):
-            if word.raw.startswith("--export="):
-                self.reader.slurm_list(word.start, word.raw, scripts)
-            elif word.raw == "--export" and index + 1 < len(words):
-                following = words[index + 1]
-                self.reader.slurm_list(following.start - 1, "=" + following.raw, scripts)
-
-    def is_access(self, word: _Word) -> bool:
-        """A word that names a tracked variable (`X=1`, or a bare `X`)."""
-        match = _ASSIGNMENT.match(word.raw)
-        return (match.group("name") if match else word.raw) in self.names
-
-    # -- removing a whole command -------------------------------------------------------------
-
-    def drop_command(self) -> TextEdit | None:
-        """Removes the command so the script stays valid: its lines when it is alone on them,
-        its operator with it in a list, `:` where a body must keep a command."""
-        text = self.reader.text
-        start, end = self.span
-        place = self.place
-        if place.in_pipeline:
-            return None
-        line_start = text.rfind("\n", 0, start) + 1
-        line_end = text.find("\n", end)
-        line_end = len(text) if line_end == -1 else line_end
-        before, after = text[line_start:start], text[end:line_end]
-        alone = not before.strip() and re.fullmatch(r"[ \t\r]*;?[ \t\r]*(#.*)?", after) is not None
-        whole = self.reader.script.whole
-        if place.top and place.sole and whole is not None:
-            return _HostEdit(whole.start, whole.end, whole.replacement)
-        if alone:
-            if place.sole and not place.may_be_empty:
-                return TextEdit(start, end, ":")
-            return line_removal(text, start, end + len(after.split("#")[0].rstrip()))
-        if place.sole:
-            if not place.may_be_empty:
-                return TextEdit(start, end, ":")
-            stop = end
-            while stop < len(text) and text[stop] in " \t":
-                stop += 1
-            return TextEdit(start, stop, "")
-        if place.prev_op == "&&" and place.prev_end is not None:
-            return TextEdit(place.prev_end, end, "")
-        last_on_line = place.next_start is None or place.next_op == "\n"
-        if last_on_line and place.prev_op == ";" and place.prev_end is not None:
-            return TextEdit(place.prev_end, end, "")
-        if last_on_line and place.prev_op == "&" and place.prev_op_end is not None:
-            return TextEdit(place.prev_op_end, end, "")
-        opens = place.prev_op in ("", ";", "\n", "&")
-        if opens and place.next_op in (";", "&&") and place.next_start is not None:
-            return TextEdit(start, place.next_start, "")
-        return TextEdit(start, end, ":")
-
-
-class _HostEdit(TextEdit):
-    """An edit already in host offsets (the host's removal of the whole construct)."""
-
-
-def _prefix_count(words: Sequence[_Word]) -> int:
-    count = 0
-    while count < len(words) and words[count].assignment:
-        count += 1
-    return count
 
 
 def _line_offset(text: str, line: int) -> int:

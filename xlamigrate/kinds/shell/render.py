@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from xlamigrate.kinds.embedded import SHELL_SYNTAX, CannotRender, encode
+from xlamigrate.kinds.embedded import SHELL_SYNTAX, CannotRender, encode, escape_double
 
 _BARE = re.compile(r"[A-Za-z0-9_./:=,+@%-]+")
 
@@ -32,8 +32,3 @@ def render(syntax: str, name: str, value: str, append: bool = False) -> str:
     if encoded is None:
         raise CannotRender(f"{text!r} cannot be written here")
     return encoded
-
-
-def escape_double(value: str) -> str:
-    """`value` inside a double-quoted shell string."""
-    return re.sub(r'(["\\$`])', r"\\\1", value)
