@@ -107,3 +107,18 @@ def test_the_shell_engine_is_imported_only_for_shell_text_naming_a_flag(tmp_path
     assert not modules & {"tree_sitter", "tree_sitter_bash", "libcst"}
     (tmp_path / "run.sh").write_text("export XLA_USE_BF16=1\npython train.py\n")
     assert "tree_sitter_bash" in imported_modules(code, cwd=tmp_path)
+
+
+def test_a_scan_never_imports_the_rewriter(tmp_path: Path) -> None:
+    """The rewrite modules cost ~0.2 s of start-up that a pre-commit scan must not pay."""
+    (tmp_path / "train.py").write_text("import os\nos.environ['XLA_USE_BF16'] = '1'\n")
+    code = (
+        "import sys\nfrom xlamigrate.cli import main\n"
+        "sys.argv = ['xlamigrate', 'scan', '.', '-f', 'json']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('xlamigrate.kinds.python.rewrite' in sys.modules)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path
+    )
+    assert result.stdout.strip().splitlines()[-1] == "False"

@@ -62,7 +62,7 @@ def scan_paths(
     enabled = catalogue.select(settings.select, settings.ignore)
     work, unreadable = _flagged_files(discovery, catalogue)
     task = partial(_scan_job, catalogue=catalogue, enabled=enabled)
-    scanned = _run(work, task, jobs)
+    scanned = _run(work, task, jobs, "scan")
     results = [FileResult(e.path, errors=(e,)) for e in unreadable] + scanned
     return _report(len(discovery.files), len(work), results)
 
@@ -83,7 +83,7 @@ def rewrite_paths(
     task = partial(
         _rewrite_job, catalogue=catalogue, enabled=enabled, mode=mode, unsafe_fixes=unsafe_fixes
     )
-    planned = _run(work, task, jobs)
+    planned = _run(work, task, jobs, "rewrite")
     outcomes = sorted(planned, key=lambda outcome: outcome.path)
     errors = [*unreadable, *(e for outcome in outcomes for e in outcome.errors)]
     return RewriteReport(
@@ -123,16 +123,18 @@ def _read(source: SourceFile) -> bytes | FileError:
         return FileError(source.display, None, f"could not read: {reason}")
 
 
-def _run(work: list[_Job], task: Callable[[_Job], _Result], jobs: int | None) -> list[_Result]:
-    """`task` of every job: in this process, or in a pool when there is enough to parse. The
-    modules of the kinds to parse are imported once before forking the workers."""
+def _run(
+    work: list[_Job], task: Callable[[_Job], _Result], jobs: int | None, name: str
+) -> list[_Result]:
+    """`task` ("scan" or "rewrite") of every job: in this process, or in a pool when there is
+    enough to parse. What the kinds need for it is imported once before forking the workers."""
     workers = min(jobs or os.cpu_count() or 1, len(work))
     if workers <= 1 or sum(len(job.data) for job in work) < _POOL_MIN_BYTES:
         return [task(job) for job in work]
     context = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
     if context.get_start_method() == "fork":
         for kind in sorted({job.kind for job in work}):
-            kinds.load(kind)  # loaded once here, inherited by the workers
+            kinds.preload(kind, name)  # loaded once here, inherited by the workers
     chunksize = max(1, len(work) // (workers * 4))
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
         return list(pool.map(task, work, chunksize=chunksize))

@@ -39,7 +39,7 @@ class KindSpec:
 
 KINDS: tuple[KindSpec, ...] = (
     KindSpec(
-        "python", "xlamigrate.kinds.python", ("*.py",), shebangs=("python",), identify="python"
+        "python", "xlamigrate.kinds.python.kind", ("*.py",), shebangs=("python",), identify="python"
     ),
     KindSpec("notebook", "xlamigrate.kinds.notebook", ("*.ipynb",), identify="jupyter"),
     KindSpec(
@@ -70,7 +70,8 @@ KIND_NAMES: tuple[str, ...] = tuple(spec.name for spec in KINDS)
 
 
 class KindModule(Protocol):
-    """What the module of a kind provides: findings for a file's bytes, and a planned rewrite."""
+    """What the module of a kind provides: findings for a file's bytes, and a planned rewrite
+    (and optionally `preload(task)`, see `preload`)."""
 
     def scan(
         self, path: str, data: bytes, catalogue: Catalogue, enabled: frozenset[str]
@@ -95,6 +96,15 @@ def load(name: str) -> KindModule:
     """The module of a kind (imports its parser)."""
     module: KindModule = importlib.import_module(spec(name).module)
     return module
+
+
+def preload(name: str, task: str) -> None:
+    """Imports what a kind needs for `task` ("scan", "rewrite"): its module, and whatever its
+    optional `preload(task)` names (modules too heavy to import for every task)."""
+    module = load(name)
+    hook = getattr(module, "preload", None)
+    if hook is not None:
+        hook(task)
 
 
 def kind_by_name(name: str) -> str | None:
