@@ -405,6 +405,11 @@ def test_render_escapes_for_the_quoted_string_of_bash_c() -> None:
 # -- syntax errors -------------------------------------------------------------------------------
 
 
+# bash itself is the judge of a syntax error where there is one (Linux, macOS, CI).
+needs_bash = pytest.mark.skipif(shutil.which("bash") is None, reason="bash -n is the judge")
+
+
+@needs_bash
 def test_a_syntax_error_is_a_problem_and_the_rest_is_still_read() -> None:
     text = (
         "export XLA_USE_BF16=1\n"
@@ -420,6 +425,7 @@ def test_a_syntax_error_is_a_problem_and_the_rest_is_still_read() -> None:
     assert prefix.variable == "XLA_USE_FP16"
 
 
+@needs_bash
 def test_an_error_later_in_the_file_leaves_earlier_statements_editable() -> None:
     text = "case $1 in\n  a) export XLA_USE_BF16=1 ;;\nesac\necho )\n"
     analysis = analyse(text, NAMES)
@@ -526,6 +532,7 @@ def test_neuron_cc_flags_append_inside_bash_c_is_escaped_for_the_string() -> Non
     )
 
 
+@needs_bash
 def test_neuron_cc_flags_next_to_a_syntax_error_is_reported_not_dropped(
     catalogue: Catalogue,
 ) -> None:
@@ -551,6 +558,7 @@ def test_without_bash_a_tree_sitter_error_is_reported(monkeypatch: pytest.Monkey
     assert line == 2 and "tree-sitter-bash cannot read" in message
 
 
+@needs_bash
 def test_bash_is_asked_with_no_startup_files(monkeypatch: pytest.MonkeyPatch) -> None:
     """`bash -n` runs nothing, but BASH_ENV would be sourced: it is never passed on."""
     monkeypatch.setenv("BASH_ENV", "/nonexistent/evil.sh")
