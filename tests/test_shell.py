@@ -21,7 +21,8 @@ from xlamigrate.kinds.shell.analysis import analyse
 from xlamigrate.kinds.shell.render import render
 from xlamigrate.kinds.shell.syntax import parse
 from xlamigrate.kinds.shell.words import literal
-from xlamigrate.kinds.textaccess import TextAccess, apply_edits, hash_comments
+from xlamigrate.kinds.textaccess import TextAccess, TextEdit, apply_edits, hash_comments
+from xlamigrate.neuronflags import auto_cast_none_edits
 from xlamigrate.suppression import parse_suppressions
 
 LEGACY = frozenset(
@@ -597,3 +598,20 @@ def test_what_echo_writes_to_a_file_or_a_pipe_is_reported() -> None:
     )
     analysis = analyse(text, NAMES)
     assert [text.count("\n", 0, m.start) + 1 for m in analysis.mentions] == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("raw", "merged"),
+    [
+        ('"$NEURON_CC_FLAGS -O1"', '"$NEURON_CC_FLAGS -O1 --auto-cast=none"'),
+        ('"${NEURON_CC_FLAGS} --auto-cast=all -O1"', '"${NEURON_CC_FLAGS} -O1 --auto-cast=none"'),
+        ('" --auto-cast none"', '" --auto-cast=none"'),  # a += append stays its own word
+        ("'--a'\"$HOME\"", "'--a'\"$HOME --auto-cast=none\""),
+        ("$FLAGS", '$FLAGS" --auto-cast=none"'),
+        ('"--auto-cast-type=bf16"', '"--auto-cast-type=bf16 --auto-cast=none"'),
+        ('"$X --auto-cast=none"', '"$X --auto-cast=none"'),  # already so: no edit
+    ],
+)
+def test_auto_cast_none_edits_keep_quotes_and_expansions(raw: str, merged: str) -> None:
+    edits = [TextEdit(start, end, text) for start, end, text in auto_cast_none_edits(raw)]
+    assert apply_edits(raw, edits) == merged

@@ -56,11 +56,3 @@ def auto_cast_none_edits(raw: str) -> tuple[tuple[int, int, str], ...]:
     else:
         edits.append((len(raw), len(raw), f'" {option}"'))
     return tuple(edits)
-
-
-def append_auto_cast_none(raw: str) -> str:
-    """`raw` with `auto_cast_none_edits` applied."""
-    out = raw
-    for start, end, replacement in sorted(auto_cast_none_edits(raw), reverse=True):
-        out = out[:start] + replacement + out[end:]
-    return out
