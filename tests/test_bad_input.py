@@ -31,6 +31,7 @@ from tests.test_rewrite_cli import LATIN1_HEADER, fixture, snapshot
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.config import load_settings
 from xlamigrate.engine import rewrite_paths, scan_paths
+from xlamigrate.request import RewriteRequest
 from xlamigrate.writer import WriteError, write_atomically
 
 MODES = ("full-bf16", "fp32-copy", "autocast")
@@ -748,7 +749,7 @@ def test_a_folder_that_cannot_be_listed_is_reported_and_the_others_are_processed
         ("locked", None, "could not read the folder: Permission denied")
     ]
     assert [(f.path, f.span.line) for f in scan.findings] == [(GOOD, 5)]
-    rewrite = rewrite_paths([Path(".")], settings, catalogue, "full-bf16")
+    rewrite = rewrite_paths([Path(".")], settings, catalogue, RewriteRequest("full-bf16"))
     assert [e.path for e in rewrite.errors] == ["locked"]
     assert [outcome.path for outcome in rewrite.outcomes] == [GOOD]
 
@@ -779,7 +780,7 @@ def test_the_writer_refuses_a_file_changed_since_it_was_read(
     write_files(tmp_path, {"train.py": mlp(), GOOD: mlp()})
     monkeypatch.chdir(tmp_path)
     report = rewrite_paths(
-        [Path(".")], load_settings([Path(".")], catalogue), catalogue, "autocast"
+        [Path(".")], load_settings([Path(".")], catalogue), catalogue, RewriteRequest("autocast")
     )
     outcomes = {outcome.path: outcome for outcome in report.outcomes}
     assert set(outcomes) == {"train.py", GOOD} and all(o.changed for o in outcomes.values())

@@ -1,6 +1,10 @@
 """The rewrite fixtures are the spec: tests/fixtures/<mode>/<case>.in.<ext> becomes
 <case>.out.<ext>, leaves the findings of <case>.remaining.txt (if any) for manual work, and is
-idempotent. The extension says the kind (.py, .sh, .env, .dockerfile, .yaml)."""
+idempotent. The extension says the kind (.py, .sh, .env, .dockerfile, .yaml).
+
+Each is one file on its own: a launcher's write is planned as if every process it starts ran
+a script of the project that took the recipe (what the project decides when it does; the
+project fixtures under tests/fixtures/projects/ test those decisions)."""
 
 from __future__ import annotations
 
@@ -13,6 +17,11 @@ from tests.conftest import FIXTURES, fixture_kind
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.engine import rewrite_source
 from xlamigrate.kinds.python.rewrite import MODES
+from xlamigrate.request import FileContext
+
+# Every process a launcher starts took the recipe: gated on the signal where the write is
+# conditional, unconditional where it is not.
+RECIPE_APPLIED = FileContext(assume_migrated=True)
 
 CASES = [
     pytest.param(mode, case, id=f"{mode}/{case.name}")
@@ -54,7 +63,15 @@ def test_every_mode_has_the_required_python_cases() -> None:
 def test_rewrite_fixture(mode: str, case: Path, catalogue: Catalogue) -> None:
     expected = output_of(case).read_bytes()
     enabled = frozenset(catalogue.rules)
-    outcome = rewrite_source(case.name, case.read_bytes(), kind_of(case), catalogue, enabled, mode)
+    outcome = rewrite_source(
+        case.name,
+        case.read_bytes(),
+        kind_of(case),
+        catalogue,
+        enabled,
+        mode,
+        context=RECIPE_APPLIED,
+    )
     assert outcome.errors == ()
     produced = outcome.rewritten if outcome.rewritten is not None else outcome.original
     assert produced.decode() == expected.decode()
@@ -74,7 +91,13 @@ def test_rewritten_fixture_parses_and_is_a_fixed_point(
         ast.parse(output.read_bytes())
     enabled = frozenset(catalogue.rules)
     again = rewrite_source(
-        output.name, output.read_bytes(), kind_of(case), catalogue, enabled, mode
+        output.name,
+        output.read_bytes(),
+        kind_of(case),
+        catalogue,
+        enabled,
+        mode,
+        context=RECIPE_APPLIED,
     )
     assert not again.changed
     assert again.errors == ()

@@ -20,6 +20,8 @@ from xlamigrate.model import APPLICABILITIES, SEVERITIES, Applicability, Severit
 FLAGS_FILE = "flags.toml"
 MODES_FILE = "modes.toml"
 LAUNCHERS_FILE = "launchers.toml"  # read by xlamigrate.kinds.launch
+PLATFORMS_FILE = "platforms.toml"  # read by xlamigrate.project.platform
+_NOT_RULES = frozenset({LAUNCHERS_FILE, PLATFORMS_FILE})
 
 
 class CatalogueError(Exception):
@@ -105,7 +107,7 @@ def load_catalogue(directory: Traversable | None = None) -> Catalogue:
     modes: dict[str, Mode] = {}
     entries = sorted(directory.iterdir(), key=lambda entry: entry.name)
     for entry in entries:
-        if not entry.name.endswith(".toml") or entry.name == LAUNCHERS_FILE:
+        if not entry.name.endswith(".toml") or entry.name in _NOT_RULES:
             continue
         data = _read_toml(entry)
         if entry.name == FLAGS_FILE:

@@ -18,6 +18,7 @@ from xlamigrate import __version__
 from xlamigrate.catalogue import Catalogue, CatalogueError, UnknownCodeError, load_catalogue
 from xlamigrate.config import ConfigError, Settings, load_settings
 from xlamigrate.model import FileError, RewriteReport, ScanReport
+from xlamigrate.request import DEFAULT_SIGNAL, RewriteRequest
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 SUMMARY = (
@@ -222,7 +223,8 @@ def _write_rewrites(report: RewriteReport, sources: dict[str, Path]) -> RewriteR
     for outcome in report.outcomes:
         if outcome.changed and outcome.rewritten is not None:
             try:
-                write_atomically(sources[outcome.path], outcome.rewritten, outcome.original)
+                where = sources.get(outcome.path, Path(outcome.path))  # a launched script
+                write_atomically(where, outcome.rewritten, outcome.original)
             except WriteError as error:
                 errors.append(FileError(outcome.path, None, str(error), code="XM902"))
                 outcome = replace(outcome, rewritten=None, fixed=())
@@ -255,6 +257,11 @@ class Mode(str, Enum):
     autocast = "autocast"
 
 
+class Target(str, Enum):
+    neuron = "neuron"
+    tpu = "tpu"
+
+
 @app.command()
 def rewrite(
     paths: Annotated[
@@ -263,6 +270,13 @@ def rewrite(
     mode: Annotated[
         Mode | None,
         typer.Option(help="The recipe (default: [tool.xlamigrate] mode, else full-bf16)."),
+    ] = None,
+    target: Annotated[
+        Target | None,
+        typer.Option(
+            help="The platform (default: [tool.xlamigrate] target, else what each launcher says,"
+            " else neuron)."
+        ),
     ] = None,
     diff: Annotated[bool, typer.Option("--diff", help="Print a diff; write nothing.")] = False,
     check: Annotated[
@@ -299,14 +313,18 @@ def rewrite(
     catalogue = _catalogue()
     settings = _settings(targets, catalogue, config, select, ignore, exclude, respect_gitignore)
     chosen = mode.value if mode is not None else (settings.mode or "full-bf16")
+    request = RewriteRequest(
+        chosen,
+        unsafe_fixes,
+        target=target.value if target is not None else settings.target,
+        signal=settings.signal or DEFAULT_SIGNAL,
+    )
     if stdin_filename is not None:
-        _rewrite_stdin(stdin_filename, paths, settings, catalogue, chosen, unsafe_fixes, diff)
+        _rewrite_stdin(stdin_filename, paths, settings, catalogue, request, diff)
     discovery = discover(targets, settings)
     if discovery.missing:
         _fail(f"no such file or directory: {', '.join(discovery.missing)}")
-    report = rewrite_paths(
-        targets, settings, catalogue, chosen, unsafe_fixes, jobs or None, discovery
-    )
+    report = rewrite_paths(targets, settings, catalogue, request, jobs or None, discovery)
     for skipped in discovery.skipped:
         typer.echo(f"xlamigrate: skipped {skipped}: not a file kind xlamigrate checks", err=True)
     apply = not (diff or check)
@@ -456,8 +474,7 @@ def _rewrite_stdin(
     paths: list[Path] | None,
     settings: Settings,
     catalogue: Catalogue,
-    mode: str,
-    unsafe_fixes: bool,
+    request: RewriteRequest,
     diff: bool,
 ) -> NoReturn:
     """An editor's buffer: the rewrite (or, with --diff, the diff) on stdout, the rest on
@@ -471,7 +488,7 @@ def _rewrite_stdin(
         raise typer.Exit(EXIT_CLEAN)  # excluded: nothing to say (the editor keeps its buffer)
     display, data, kind = source
     enabled = catalogue.select(settings.select, settings.ignore)
-    outcome = rewrite_source(display, data, kind, catalogue, enabled, mode, unsafe_fixes)
+    outcome = rewrite_source(display, data, kind, catalogue, enabled, request)
     rewritten = outcome.rewritten if outcome.changed and outcome.rewritten is not None else data
     if diff:
         sys.stdout.write(unified_diff(display, data, rewritten) if rewritten != data else "")

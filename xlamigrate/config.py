@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -18,6 +19,7 @@ from xlamigrate.catalogue import Catalogue, UnknownCodeError
 
 SECTION = "xlamigrate"
 _LIST_KEYS = ("select", "ignore", "exclude")
+_TARGETS = ("neuron", "tpu")
 
 
 class ConfigError(Exception):
@@ -33,6 +35,8 @@ class Settings:
     mode: str | None = None
     respect_gitignore: bool = True
     config_path: Path | None = None
+    signal: str | None = None  # the variable launchers set in place of the flag
+    target: str | None = None  # "neuron" or "tpu": the platform, where inference must not decide
 
     def with_overrides(
         self,
@@ -74,7 +78,7 @@ def load_settings(
 
 
 def _settings_from_table(path: Path, table: dict[str, Any], catalogue: Catalogue) -> Settings:
-    known = {*_LIST_KEYS, "mode", "respect-gitignore"}
+    known = {*_LIST_KEYS, "mode", "respect-gitignore", "signal", "target"}
     unknown = sorted(set(table) - known)
     if unknown:
         raise ConfigError(
@@ -97,6 +101,14 @@ def _settings_from_table(path: Path, table: dict[str, Any], catalogue: Catalogue
     respect = table.get("respect-gitignore", True)
     if not isinstance(respect, bool):
         raise ConfigError(f"{path}: [tool.{SECTION}] respect-gitignore must be true or false")
+    signal = table.get("signal")
+    if signal is not None and (
+        not isinstance(signal, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", signal)
+    ):
+        raise ConfigError(f"{path}: [tool.{SECTION}] signal must be an environment variable name")
+    target = table.get("target")
+    if target is not None and target not in _TARGETS:
+        raise ConfigError(f"{path}: [tool.{SECTION}] target must be one of {', '.join(_TARGETS)}")
     return Settings(
         root=path.parent.resolve(),
         select=lists["select"],
@@ -105,6 +117,8 @@ def _settings_from_table(path: Path, table: dict[str, Any], catalogue: Catalogue
         mode=mode,
         respect_gitignore=respect,
         config_path=path,
+        signal=signal,
+        target=target,
     )
 
 

@@ -12,7 +12,7 @@ import re
 import stat
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import TypeVar
@@ -22,6 +22,15 @@ from xlamigrate.catalogue import Catalogue
 from xlamigrate.config import Settings
 from xlamigrate.discover import Discovery, SourceFile, discover
 from xlamigrate.model import FileError, FileResult, RewriteOutcome, RewriteReport, ScanReport
+from xlamigrate.project.build import Analysed, ProjectBuilder
+from xlamigrate.project.launchers import launches_with_flag
+from xlamigrate.project.model import Project
+from xlamigrate.project.resolve import ScriptResolver
+from xlamigrate.request import STANDALONE, FileContext, RewriteRequest
+
+# A file of the project the project decided nothing about: its enabling writes start no
+# script of the project it could follow.
+STANDALONE_PROJECT = FileContext()
 
 # A pool's start-up (~50-90 ms: fork, imports first used in each worker, pickling) pays off
 # once the files to parse hold this many bytes: libcst analyses some 40-80 KB/s per core.
@@ -34,6 +43,7 @@ class _Job:
     display: str
     data: bytes
     kind: str = "python"
+    context: FileContext = STANDALONE
 
 
 def flag_prefilter(catalogue: Catalogue) -> re.Pattern[bytes]:
@@ -71,19 +81,41 @@ def rewrite_paths(
     paths: Sequence[Path],
     settings: Settings,
     catalogue: Catalogue,
-    mode: str,
-    unsafe_fixes: bool = False,
+    request: RewriteRequest,
     jobs: int | None = None,
     discovery: Discovery | None = None,
 ) -> RewriteReport:
-    """Plans the rewrite of every flagged file; writes nothing (the caller decides)."""
+    """Plans the rewrite of every flagged file and every script a launcher of the project
+    starts with a legacy flag; writes nothing (the caller decides).
+
+    Scripts are planned first: a launcher's write goes only once the recipe went into every
+    script it reaches, so a script whose recipe cannot go in whole is planned again without
+    it, and the writes that reach it stay."""
     discovery = discovery if discovery is not None else discover(paths, settings)
     enabled = catalogue.select(settings.select, settings.ignore)
     work, unreadable = _flagged_files(discovery, catalogue)
-    task = partial(
-        _rewrite_job, catalogue=catalogue, enabled=enabled, mode=mode, unsafe_fixes=unsafe_fixes
-    )
-    planned = _run(work, task, jobs, "rewrite")
+    layout = _Layout.of(work, discovery, settings, catalogue, request, jobs)
+    task = partial(_rewrite_job, catalogue=catalogue, enabled=enabled, request=request)
+    scripts = layout.python_jobs(work, unreadable)
+    failed: dict[str, str] = {}
+    planned = _run(layout.with_contexts(scripts), task, jobs, "rewrite")
+    for _ in range(3):  # each round only ever takes recipes away: it settles quickly
+        newly = {o.path: o.unapplied for o in planned if o.unapplied is not None}
+        if not newly:
+            break
+        failed.update(newly)
+        before = layout.contexts
+        layout.decide(failed)
+        again = {
+            j.display for j in scripts if layout.contexts.get(j.display) != before.get(j.display)
+        }
+        redone = _run(
+            layout.with_contexts([j for j in scripts if j.display in again]), task, jobs, "rewrite"
+        )
+        by_path = {o.path: o for o in redone}
+        planned = [by_path.get(o.path, o) for o in planned]
+    others = [job for job in work if job.kind != "python"]
+    planned += _run(layout.with_contexts(others), task, jobs, "rewrite")
     outcomes = sorted(planned, key=lambda outcome: outcome.path)
     errors = [*unreadable, *(e for outcome in outcomes for e in outcome.errors)]
     return RewriteReport(
@@ -91,6 +123,103 @@ def rewrite_paths(
         outcomes=tuple(outcomes),
         errors=tuple(sorted(errors, key=lambda e: (e.path, e.line or 0))),
     )
+
+
+@dataclass
+class _Layout:
+    """The project as the engine uses it: the launcher analyses it was built from, and the
+    context each file's plan gets."""
+
+    analysed: list[Analysed]
+    builder: ProjectBuilder | None
+    contexts: dict[str, FileContext]
+    project: Project = field(default_factory=Project)
+
+    @classmethod
+    def of(
+        cls,
+        work: list[_Job],
+        discovery: Discovery,
+        settings: Settings,
+        catalogue: Catalogue,
+        request: RewriteRequest,
+        jobs: int | None,
+    ) -> _Layout:
+        launchers = [job for job in work if kinds.analyses_launches(job.kind)]
+        analysed = [
+            a
+            for a in _run(launchers, partial(_analyse_job, catalogue=catalogue), jobs, "scan")
+            if a is not None
+        ]
+        if not any(launches_with_flag(a.analysis) for a in analysed):
+            return cls(analysed, None, {})
+        files = {f.display: f.path for f in discovery.files}
+        python = {f.display: f.path for f in discovery.files if f.kind == "python"}
+        builder = ProjectBuilder(
+            resolver=ScriptResolver(settings.root, python),
+            read=partial(_read_display, files),
+            others=[f.display for f in discovery.files],
+            signal=settings.signal or request.signal,
+            signal_configured=settings.signal is not None,
+            target=request.target or settings.target,
+        )
+        layout = cls(analysed, builder, {})
+        layout.decide({})
+        return layout
+
+    def decide(self, failed: dict[str, str]) -> None:
+        if self.builder is None:
+            return
+        project, signal, platforms = self.builder.build(self.analysed, failed)
+        self.project = project
+        default = self.builder.target or "neuron"
+        contexts = {
+            path: FileContext(
+                writes=decisions, platform=platforms.get(path, default), signal=signal
+            )
+            for path, decisions in project.writes.items()
+        }
+        for path, recipe in project.scripts.items():
+            contexts[path] = FileContext(recipe=recipe, platform=recipe.platform, signal=signal)
+        self.contexts = contexts
+
+    def python_jobs(self, work: list[_Job], unreadable: list[FileError]) -> list[_Job]:
+        """The flagged Python files and notebooks, and the launched scripts (read here)."""
+        jobs = [job for job in work if job.kind == "python" or job.kind == "notebook"]
+        known = {job.display for job in work}
+        for path in sorted(self.project.scripts):
+            if path in known:
+                continue
+            read = _read(SourceFile(Path(path), path, "python"))
+            if isinstance(read, FileError):
+                unreadable.append(read)
+            else:
+                jobs.append(_Job(path, read, "python"))
+        return jobs
+
+    def with_contexts(self, jobs: list[_Job]) -> list[_Job]:
+        return [
+            replace(job, context=self.contexts.get(job.display, STANDALONE_PROJECT)) for job in jobs
+        ]
+
+
+def _read_display(files: dict[str, Path], display: str) -> bytes | None:
+    path = files.get(display)
+    if path is None:
+        return None
+    read = _read(SourceFile(path, display, ""))
+    return None if isinstance(read, FileError) else read
+
+
+def _analyse_job(job: _Job, catalogue: Catalogue) -> Analysed | None:
+    try:
+        analysis = kinds.load_launcher(job.kind).analyse_file(job.display, job.data, catalogue)
+    except Exception:  # the file's own plan reports the problem
+        return None
+    if analysis is None:
+        return None
+    text = job.data.decode("utf-8", "replace")
+    return Analysed(job.display, job.kind, text, analysis)
 
 
 def _flagged_files(
@@ -153,11 +282,14 @@ def rewrite_source(
     kind: str,
     catalogue: Catalogue,
     enabled: frozenset[str],
-    mode: str,
+    mode: str | RewriteRequest,
     unsafe_fixes: bool = False,
+    context: FileContext = STANDALONE,
 ) -> RewriteOutcome:
-    """Plans the rewrite of one file's bytes as the given kind; writes nothing."""
-    return kinds.load(kind).rewrite(path, data, catalogue, enabled, mode, unsafe_fixes)
+    """Plans the rewrite of one file's bytes as the given kind, alone (a launcher's writes stay
+    unless `context` says what became of the scripts it starts); writes nothing."""
+    request = mode if isinstance(mode, RewriteRequest) else RewriteRequest(mode, unsafe_fixes)
+    return kinds.load(kind).rewrite(path, data, catalogue, enabled, request, context)
 
 
 def _scan_job(job: _Job, catalogue: Catalogue, enabled: frozenset[str]) -> FileResult:
@@ -168,11 +300,11 @@ def _scan_job(job: _Job, catalogue: Catalogue, enabled: frozenset[str]) -> FileR
 
 
 def _rewrite_job(
-    job: _Job, catalogue: Catalogue, enabled: frozenset[str], mode: str, unsafe_fixes: bool
+    job: _Job, catalogue: Catalogue, enabled: frozenset[str], request: RewriteRequest
 ) -> RewriteOutcome:
     try:
         return rewrite_source(
-            job.display, job.data, job.kind, catalogue, enabled, mode, unsafe_fixes
+            job.display, job.data, job.kind, catalogue, enabled, request, context=job.context
         )
     except Exception as crash:
         return RewriteOutcome(job.display, job.data, None, errors=(_crash(job, crash),))

@@ -94,6 +94,8 @@ class RewriteOutcome:
     fixed: tuple[Finding, ...] = ()
     remaining: tuple[Finding, ...] = ()  # reported for manual work
     errors: tuple[FileError, ...] = ()
+    # A launched script whose recipe could not go in whole: why (its launchers keep the flag).
+    unapplied: str | None = None
 
     @property
     def changed(self) -> bool:

@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from xlamigrate.catalogue import Catalogue
+    from xlamigrate.kinds.textaccess import TextAnalysis
     from xlamigrate.model import FileResult, RewriteOutcome
+    from xlamigrate.request import FileContext, RewriteRequest
 
 
 @dataclass(frozen=True)
@@ -83,9 +85,25 @@ class KindModule(Protocol):
         data: bytes,
         catalogue: Catalogue,
         enabled: frozenset[str],
-        mode: str,
-        unsafe_fixes: bool = False,
+        request: RewriteRequest,
+        context: FileContext = ...,
     ) -> RewriteOutcome: ...
+
+
+class LauncherKindModule(KindModule, Protocol):
+    """A kind whose files start processes (shell, Dockerfile, YAML, .env): the analysis the
+    project's launch graph is built from."""
+
+    def analyse_file(self, path: str, data: bytes, catalogue: Catalogue) -> TextAnalysis | None: ...
+
+
+def analyses_launches(name: str) -> bool:
+    return hasattr(load(name), "analyse_file")
+
+
+def load_launcher(name: str) -> LauncherKindModule:
+    module: LauncherKindModule = importlib.import_module(spec(name).module)
+    return module
 
 
 def spec(name: str) -> KindSpec:

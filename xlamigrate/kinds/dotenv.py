@@ -57,4 +57,4 @@ def render(syntax: str, name: str, value: str, append: bool = False) -> str:
 
 
 KIND = textscan.TextKind(analyse, render)
-scan, rewrite = KIND.scan, KIND.rewrite
+scan, rewrite, analyse_file = KIND.scan, KIND.rewrite, KIND.analyse_file

@@ -15,6 +15,27 @@ from dataclasses import dataclass
 from xlamigrate.flagvalue import FlagValue
 from xlamigrate.model import Access, Applicability, Span, Target
 
+# Where a statement sits among conditional code: the (construct, arm) pairs around it, outermost
+# first, each a host offset (an `if` and its `elif` clause, a `case` and its item, a loop, a
+# function, the commands after `&&`/`||`). Two places under different arms of one construct
+# never run in the same configuration; a place whose branch starts with another's runs whenever
+# that one does (if later).
+Branch = tuple[tuple[int, int], ...]
+
+
+def runs_with(outer: Branch, inner: Branch) -> bool:
+    """Whether code at `outer` ran whenever code at `inner` runs (`outer` coming first): the
+    arms around `outer` are all around `inner` too."""
+    return inner[: len(outer)] == outer
+
+
+def exclusive(first: Branch, second: Branch) -> bool:
+    """Whether the two places are in different arms of one construct (never both run)."""
+    for a, b in zip(first, second, strict=False):
+        if a != b:
+            return a[0] == b[0]
+    return False
+
 
 @dataclass(frozen=True)
 class TextEdit:
@@ -49,6 +70,17 @@ class TextAccess:
     # NEURON_CC_FLAGS whose value is not a literal (`"$NEURON_CC_FLAGS -O1"`, `+=`): the edit that
     # makes the value end with --auto-cast=none, its expansions kept (None: the kind cannot).
     auto_cast_none: tuple[TextEdit, ...] | None = None
+    # The conditional arms around the write (see `Branch`): () at the file's top level.
+    branch: Branch = ()
+
+
+@dataclass(frozen=True)
+class LaunchSite:
+    """A command that runs a Python script: the script as written, where, under which arms."""
+
+    script: str
+    start: int
+    branch: Branch = ()
 
 
 @dataclass(frozen=True)
@@ -67,6 +99,7 @@ class TextAnalysis:
     accesses: tuple[TextAccess, ...] = ()
     problems: tuple[tuple[int | None, str], ...] = ()  # (line, message): what could not be read
     mentions: tuple[TextMention, ...] = ()
+    launches: tuple[LaunchSite, ...] = ()
 
 
 class LineIndex:

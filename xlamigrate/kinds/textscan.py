@@ -4,9 +4,8 @@ are the same for all."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field
 
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.findings import MENTION_RULE, access_findings, manual_finding, mention_finding
@@ -19,13 +18,17 @@ from xlamigrate.kinds.textaccess import (
     TextMention,
     apply_edits,
     hash_comments,
+    runs_with,
 )
 from xlamigrate.model import FileError, FileResult, Finding, RewriteOutcome
 from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING, merge_auto_cast_none
+from xlamigrate.project.launchers import is_enabling
+from xlamigrate.request import STANDALONE, FileContext, RewriteRequest
 from xlamigrate.suppression import is_suppressed, parse_suppressions
 
 _RECIPE_FLAGS = ("XLA_USE_BF16", "XLA_DOWNCAST_BF16")
 _AUTO_CAST_NONE = "--auto-cast=none"
+KEPT_RULE = "XM408"
 
 
 Analyse = Callable[[str, frozenset[str]], TextAnalysis]
@@ -51,10 +54,13 @@ class TextKind:
         data: bytes,
         catalogue: Catalogue,
         enabled: frozenset[str],
-        mode: str,
-        unsafe_fixes: bool = False,
+        request: RewriteRequest,
+        context: FileContext = STANDALONE,
     ) -> RewriteOutcome:
-        return rewrite_text(path, data, self, catalogue, enabled, mode, unsafe_fixes)
+        return rewrite_text(path, data, self, catalogue, enabled, request, context)
+
+    def analyse_file(self, path: str, data: bytes, catalogue: Catalogue) -> TextAnalysis | None:
+        return analyse_file(path, data, self, catalogue)
 
 
 @dataclass(frozen=True)
@@ -72,24 +78,18 @@ def _decode(path: str, data: bytes) -> _Decoded | FileError:
         return FileError(path, line, f"could not decode as UTF-8: {error.reason}")
 
 
-def _analyse(path: str, kind: TextKind, text: str, catalogue: Catalogue) -> TextAnalysis:
-    names = frozenset(catalogue.flags) | {STOCHASTIC_ROUNDING, NEURON_CC_FLAGS}
-    analysis = kind.analyse(text, names)
-    accesses = tuple(
-        replace(a, launched=_in_tree(path, a.launched)) if a.launched else a
-        for a in analysis.accesses
-    )
-    return replace(analysis, accesses=accesses)
+def _analyse(kind: TextKind, text: str, catalogue: Catalogue) -> TextAnalysis:
+    return kind.analyse(text, frozenset(catalogue.flags) | {STOCHASTIC_ROUNDING, NEURON_CC_FLAGS})
 
 
-def _in_tree(path: str, scripts: tuple[str, ...]) -> tuple[str, ...]:
-    """The launched scripts that exist next to the launcher or below the current folder."""
-    here = os.path.dirname(path)
-    return tuple(
-        script
-        for script in scripts
-        if os.path.isfile(os.path.join(here, script)) or os.path.isfile(script)
-    )
+def analyse_file(
+    path: str, data: bytes, kind: TextKind, catalogue: Catalogue
+) -> TextAnalysis | None:
+    """The analysis the project is built from (None: the file cannot be decoded)."""
+    decoded = _decode(path, data)
+    if isinstance(decoded, FileError):
+        return None
+    return _analyse(kind, decoded.text, catalogue)
 
 
 _MENTION_WHERE = (
@@ -143,7 +143,7 @@ def scan_text(
     decoded = _decode(path, data)
     if isinstance(decoded, FileError):
         return FileResult(path, errors=(decoded,))
-    analysis = _analyse(path, kind, decoded.text, catalogue)
+    analysis = _analyse(kind, decoded.text, catalogue)
     found = [f for _, f in _reported(path, decoded.text, analysis, catalogue, enabled)]
     findings = tuple(sorted(found, key=lambda f: f.sort_key))
     return FileResult(path, findings=findings, errors=_problems(path, analysis))
@@ -155,89 +155,154 @@ def rewrite_text(
     kind: TextKind,
     catalogue: Catalogue,
     enabled: frozenset[str],
-    mode: str,
-    unsafe_fixes: bool = False,
+    request: RewriteRequest,
+    context: FileContext = STANDALONE,
 ) -> RewriteOutcome:
     decoded = _decode(path, data)
     if isinstance(decoded, FileError):
         return RewriteOutcome(path, data, None, errors=(decoded,))
     text = decoded.text
-    analysis = _analyse(path, kind, text, catalogue)
+    analysis = _analyse(kind, text, catalogue)
     pairs = _reported(path, text, analysis, catalogue, enabled)
     errors = _problems(path, analysis)
     if not pairs:
         return RewriteOutcome(path, data, None, errors=errors)
-    writes = [a for a in analysis.accesses if a.kind == "write"]
-    has_rounding = any(a.variable == STOCHASTIC_ROUNDING for a in writes)
-    flag_writes = [a for a in writes if a.variable == NEURON_CC_FLAGS]
-    edits: list[TextEdit] = []
-    fixed: list[Finding] = []
-    remaining: list[Finding] = []
-    replaced_once = False
-    fallbacks: dict[TextEdit, TextEdit | None] = {}  # a recipe replacement -> the plain removal
+    plan = _TextPlan(kind, text, analysis, catalogue, request, context)
     for access, finding in pairs:
-        applicability = finding.fix.applicability if finding.fix else None
-        allowed = applicability == "safe" or (applicability == "unsafe" and unsafe_fixes)
-        if isinstance(access, TextMention) or access.kind == "read" or not allowed:
-            remaining.append(finding)
-            continue
-        enabling = (
-            access.kind == "write"
-            and access.variable in _RECIPE_FLAGS
-            and access.value is not None
-            and access.value.enabled is not False
-        )
-        edit = access.removal
-        if enabling and not replaced_once and access.assignment is not None:
-            try:
-                replacement = _recipe_assignment(kind, access, mode, has_rounding, flag_writes)
-            except CannotRender:  # the host cannot spell the recipe's variable here
-                remaining.append(_manual(catalogue, finding))
-                continue
-            if replacement is not None:
-                edit = TextEdit(*access.assignment, replacement)
-                fallbacks[edit] = access.removal
-                replaced_once = True
-        if edit is None:
-            remaining.append(_manual(catalogue, finding))
-            continue
-        edits.append(edit)
-        fixed.append(finding)
-    migrated = any(
-        isinstance(a, TextAccess) and a.variable in _RECIPE_FLAGS and f in fixed for a, f in pairs
-    )
-    if mode == "autocast" and migrated and not replaced_once:
-        merges, unmerged = _merge_auto_cast_none(kind, flag_writes)
-        edits.extend(merges)
-        index = LineIndex(text)
-        remaining.extend(
-            manual_finding(
-                catalogue, "XM407", path, index.span(w.start, w.end), f"{NEURON_CC_FLAGS} set here"
-            )
-            for w in unmerged
-        )
-    if mode == "fp32-copy" and migrated:  # master weights replace rounding: drop an explicit "1"
-        edits.extend(
-            a.removal
-            for a in writes
-            if a.variable == STOCHASTIC_ROUNDING
-            and a.removal is not None
-            and a.value is not None
-            and a.value.enabled is True
-        )
-    if mode == "autocast":
-        edits = _no_auto_cast_beside_a_legacy_flag(
-            catalogue, path, text, writes, edits, fallbacks, remaining
-        )
-    new_text = apply_edits(text, _whole_containers(analysis.accesses, edits))
+        plan.take(access, finding)
+    plan.finish(path)
+    new_text = apply_edits(text, _whole_containers(analysis.accesses, plan.edits))
     rewritten = (b"\xef\xbb\xbf" if decoded.bom else b"") + new_text.encode("utf-8")
     return RewriteOutcome(
         path,
         data,
         rewritten if rewritten != data else None,
-        tuple(sorted(fixed, key=lambda f: f.sort_key)),
-        tuple(sorted(remaining, key=lambda f: f.sort_key)),
+        tuple(sorted(plan.fixed, key=lambda f: f.sort_key)),
+        tuple(sorted(plan.remaining, key=lambda f: f.sort_key)),
         errors,
+    )
+
+
+@dataclass
+class _TextPlan:
+    """The edits of one text file: every write the user may have fixed goes; an enabling write
+    goes only as the project decided (into the signal, or into the recipe's environment
+    variables where the script's recipe is unconditional), else it stays, reported."""
+
+    kind: TextKind
+    text: str
+    analysis: TextAnalysis
+    catalogue: Catalogue
+    request: RewriteRequest
+    context: FileContext
+    edits: list[TextEdit] = field(default_factory=list)
+    fixed: list[Finding] = field(default_factory=list)
+    remaining: list[Finding] = field(default_factory=list)
+    # a recipe replacement -> the plain removal, in case --auto-cast=none must not go in
+    fallbacks: dict[TextEdit, TextEdit | None] = field(default_factory=dict)
+    replaced: list[TextAccess] = field(default_factory=list)  # writes now the recipe's variable
+    unconditional: bool = False  # some write migrated into the recipe itself (no signal)
+
+    def __post_init__(self) -> None:
+        self.writes = [a for a in self.analysis.accesses if a.kind == "write"]
+        self.has_rounding = any(a.variable == STOCHASTIC_ROUNDING for a in self.writes)
+        self.flag_writes = [a for a in self.writes if a.variable == NEURON_CC_FLAGS]
+        self.neuron = self.context.platform == "neuron"
+
+    def take(self, access: TextAccess | TextMention, finding: Finding) -> None:
+        applicability = finding.fix.applicability if finding.fix else None
+        allowed = applicability == "safe" or (
+            applicability == "unsafe" and self.request.unsafe_fixes
+        )
+        if isinstance(access, TextMention) or access.kind == "read" or not allowed:
+            self.remaining.append(finding)
+            return
+        edit = access.removal
+        if is_enabling(access):
+            decision = self.context.decision(access)
+            if not decision.migrated:
+                self.remaining.append(self._kept(finding, decision.reason))
+                return
+            try:
+                replacement = self._replacement(access, decision.signal)
+            except CannotRender:  # the host cannot spell the recipe's variable here
+                self.remaining.append(_manual(self.catalogue, finding))
+                return
+            self.unconditional = self.unconditional or decision.signal is None
+            if replacement is not None:
+                assert access.assignment is not None
+                edit = TextEdit(*access.assignment, replacement)
+                self.fallbacks[edit] = access.removal
+                self.replaced.append(access)
+        if edit is None:
+            self.remaining.append(_manual(self.catalogue, finding))
+            return
+        self.edits.append(edit)
+        self.fixed.append(finding)
+
+    def _replacement(self, access: TextAccess, signal: str | None) -> str | None:
+        """What an enabling write becomes in its own construct (None: removed)."""
+        if signal is not None:
+            return _render(self.kind, access.syntax, signal, "1")
+        if not self.neuron or any(runs_with(done.branch, access.branch) for done in self.replaced):
+            return None  # the recipe's variables are already set wherever this write runs
+        mode = self.request.mode
+        if mode == "full-bf16" and not self.has_rounding:
+            return _render(self.kind, access.syntax, STOCHASTIC_ROUNDING, "1")
+        if mode == "autocast" and not self.flag_writes:
+            return _render(self.kind, access.syntax, NEURON_CC_FLAGS, _AUTO_CAST_NONE, append=True)
+        return None
+
+    def finish(self, path: str) -> None:
+        """The edits beyond the flag's own writes, for a recipe that went in unconditionally:
+        NEURON_CC_FLAGS gets --auto-cast=none, an explicit rounding "1" goes for fp32-copy."""
+        mode = self.request.mode
+        if self.unconditional and self.neuron:
+            if mode == "autocast" and not any(_AUTO_CAST_NONE in e.replacement for e in self.edits):
+                merges, unmerged = _merge_auto_cast_none(self.kind, self.flag_writes)
+                self.edits.extend(merges)
+                index = LineIndex(self.text)
+                self.remaining.extend(
+                    manual_finding(
+                        self.catalogue,
+                        "XM407",
+                        path,
+                        index.span(w.start, w.end),
+                        f"{NEURON_CC_FLAGS} set here",
+                    )
+                    for w in unmerged
+                )
+            if mode == "fp32-copy":  # master weights replace rounding: drop an explicit "1"
+                self.edits.extend(
+                    a.removal
+                    for a in self.writes
+                    if a.variable == STOCHASTIC_ROUNDING
+                    and a.removal is not None
+                    and a.value is not None
+                    and a.value.enabled is True
+                )
+        if mode == "autocast":
+            self.edits = _no_auto_cast_beside_a_legacy_flag(
+                self.catalogue,
+                path,
+                self.text,
+                self.writes,
+                self.edits,
+                self.fallbacks,
+                self.remaining,
+            )
+
+    def _kept(self, finding: Finding, reason: str) -> Finding:
+        return manual_finding(
+            self.catalogue, KEPT_RULE, finding.path, finding.span, f"{_subject(finding)}; {reason}"
+        )
+
+
+def _subject(finding: Finding) -> str:
+    return (
+        f"{finding.variable} set to {finding.value!r}"
+        if finding.value
+        else f"{finding.variable} set"
     )
 
 
@@ -292,21 +357,6 @@ def _render(kind: TextKind, syntax: str, name: str, value: str, append: bool = F
 
         return render_shell(syntax, name, value, append=append)
     return kind.render(syntax, name, value, append=append)
-
-
-def _recipe_assignment(
-    kind: TextKind,
-    access: TextAccess,
-    mode: str,
-    has_rounding: bool,
-    flag_writes: list[TextAccess],
-) -> str | None:
-    """What the first enabling write becomes in the same construct, per mode (None: removed)."""
-    if mode == "full-bf16" and not has_rounding:
-        return _render(kind, access.syntax, STOCHASTIC_ROUNDING, "1")
-    if mode == "autocast" and not flag_writes:
-        return _render(kind, access.syntax, NEURON_CC_FLAGS, "--auto-cast=none", append=True)
-    return None
 
 
 def _merge_auto_cast_none(

@@ -6,4 +6,4 @@ from xlamigrate.kinds import textscan
 from xlamigrate.kinds.dockerfile.analysis import analyse, render
 
 KIND = textscan.TextKind(analyse, render)
-scan, rewrite = KIND.scan, KIND.rewrite
+scan, rewrite, analyse_file = KIND.scan, KIND.rewrite, KIND.analyse_file

@@ -25,6 +25,7 @@ from xlamigrate.kinds.notebook.mentions import NOT_READ, line_magics, mentions
 from xlamigrate.kinds.notebook.place import Where, in_file, placed
 from xlamigrate.kinds.notebook.shell import scan_shell, shell_slices
 from xlamigrate.model import FileError, FileResult, Finding, RewriteOutcome
+from xlamigrate.request import STANDALONE, FileContext, RewriteRequest
 
 _LOST_MAGIC = (
     "not rewritten: the rewrite would lose a magic line of a cell (apply the findings by hand)"
@@ -109,9 +110,11 @@ def rewrite_notebook(
     data: bytes,
     catalogue: Catalogue,
     enabled: frozenset[str],
-    mode: str,
-    unsafe_fixes: bool = False,
+    request: RewriteRequest,
+    context: FileContext = STANDALONE,
 ) -> RewriteOutcome:
+    """The kernel's cells as one script; shell cells are reported, not edited (their launches
+    are not followed yet, so `context` has nothing for them)."""
     from xlamigrate.kinds.python.rewrite import rewrite_python
 
     notebook = load(path, data)
@@ -123,8 +126,7 @@ def rewrite_notebook(
         path,
         catalogue=catalogue,
         enabled=enabled,
-        mode=mode,
-        unsafe_fixes=unsafe_fixes,
+        request=request,
     )
     kernel = _kernel(path, cells, catalogue, collected, run)
     if kernel.result is not None:
@@ -133,9 +135,7 @@ def rewrite_notebook(
         if _python_text(cell):
             if not _names_a_flag(cell, catalogue):
                 continue
-            outcome = kinds.load("python").rewrite(
-                path, cell.body(), catalogue, enabled, mode, unsafe_fixes
-            )
+            outcome = kinds.load("python").rewrite(path, cell.body(), catalogue, enabled, request)
             _text_rewrite(path, cell, outcome, collected)
         elif cell.index not in kernel.broken_cells:
             _reported_only(path, cell, catalogue, enabled, collected)

@@ -8,6 +8,7 @@ import importlib
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.model import FileResult, RewriteOutcome
 from xlamigrate.nesting import nesting_error
+from xlamigrate.request import STANDALONE, FileContext, RewriteRequest
 
 _TASK_MODULES = {
     "scan": "xlamigrate.kinds.python.scan",
@@ -34,12 +35,12 @@ def rewrite(
     data: bytes,
     catalogue: Catalogue,
     enabled: frozenset[str],
-    mode: str,
-    unsafe_fixes: bool = False,
+    request: RewriteRequest,
+    context: FileContext = STANDALONE,
 ) -> RewriteOutcome:
     from xlamigrate.kinds.python.rewrite import rewrite_python
 
     too_deep = nesting_error(path, data)
     if too_deep is not None:
         return RewriteOutcome(path, data, None, errors=(too_deep,))
-    return rewrite_python(path, data, catalogue, enabled, mode, unsafe_fixes)
+    return rewrite_python(path, data, catalogue, enabled, request, context)

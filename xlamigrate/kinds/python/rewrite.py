@@ -31,6 +31,8 @@ from xlamigrate.kinds.python.scan import reported
 from xlamigrate.kinds.python.training import TrainingScript, code_of, collect_nodes
 from xlamigrate.model import FileError, Finding, RewriteOutcome, Span
 from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING, merge_auto_cast_none
+from xlamigrate.project.model import ScriptRecipe
+from xlamigrate.request import STANDALONE, FileContext, RewriteRequest
 
 MODES = ("full-bf16", "fp32-copy", "autocast")
 RUNTIME = "xlamigrate.runtime"
@@ -43,11 +45,11 @@ def rewrite_python(
     data: bytes,
     catalogue: Catalogue,
     enabled: frozenset[str],
-    mode: str,
-    unsafe_fixes: bool = False,
+    request: RewriteRequest,
+    context: FileContext = STANDALONE,
 ) -> RewriteOutcome:
-    if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}")
+    if request.mode not in MODES:
+        raise ValueError(f"unknown mode {request.mode!r}")
     parsed = parse_python(path, data)
     if isinstance(parsed, FileError):
         return RewriteOutcome(path, data, None, errors=(parsed,))
@@ -60,13 +62,16 @@ def rewrite_python(
     pairs = reported(path, wrapper, analysis, catalogue, enabled)
     # shell command lines run child processes: reported for a hand edit, never rewritten here
     commands = command_findings(path, wrapper, analysis.commands, catalogue, enabled)
-    if not pairs:
+    if not pairs and context.recipe is None:
         remaining_commands = tuple(sorted(commands, key=lambda f: f.sort_key))
         return RewriteOutcome(path, data, None, remaining=remaining_commands)
-    planner = _Planner(path, wrapper, catalogue, mode, unsafe_fixes, analysis.accesses)
+    planner = _Planner(path, wrapper, catalogue, request, context, analysis.accesses)
     plan = planner.make_plan(pairs)
     remaining = tuple(sorted([*planner.remaining, *commands], key=lambda f: f.sort_key))
     fixed = tuple(sorted(planner.fixed, key=lambda f: f.sort_key))
+    unapplied = planner.unapplied()
+    if unapplied is not None:
+        return RewriteOutcome(path, data, None, fixed, remaining, unapplied=unapplied)
     if plan.is_empty():
         return RewriteOutcome(path, data, None, fixed, remaining)
     lost = _first_line_not_reproduced(data, parsed.bytes)
@@ -100,11 +105,15 @@ def _first_line_not_reproduced(data: bytes, reproduced: bytes) -> int | None:
 
 @dataclass
 class _Enabling:
-    """An enabling write that was removed: where it stood and under which condition."""
+    """An enabling write that was removed: where it stood and under which condition. A launched
+    script's recipe has no write (`access` None): its condition is the signal, or none."""
 
-    access: EnvAccess
+    access: EnvAccess | None
     small: cst.BaseSmallStatement | None  # its statement, when the statement itself was removed
     condition: Condition
+
+
+_RECIPE_PROBLEMS = ("XM401", "XM402", "XM403", "XM406")
 
 
 @dataclass
@@ -112,8 +121,8 @@ class _Planner:
     path: str
     wrapper: MetadataWrapper
     catalogue: Catalogue
-    mode: str
-    unsafe_fixes: bool
+    request: RewriteRequest
+    context: FileContext
     accesses: tuple[EnvAccess, ...]
     plan: Plan = field(default_factory=Plan)
     fixed: list[Finding] = field(default_factory=list)
@@ -123,6 +132,19 @@ class _Planner:
     def __post_init__(self) -> None:
         self.script = TrainingScript(self.wrapper)
         self.positions = self.wrapper.resolve(PositionProvider)
+        self.mode = self.request.mode
+        self.unsafe_fixes = self.request.unsafe_fixes
+        self.launched = self.context.recipe
+
+    def unapplied(self) -> str | None:
+        """Why the recipe a launcher asked for could not go in whole (None: it did)."""
+        if self.launched is None:
+            return None
+        problems = [f for f in self.remaining if f.code in _RECIPE_PROBLEMS]
+        if not problems:
+            return None
+        first = min(problems, key=lambda f: f.sort_key)
+        return f"{first.code} at line {first.span.line}"
 
     # -- removing the legacy writes ------------------------------------------------------------
 
@@ -141,6 +163,11 @@ class _Planner:
                 continue
             self.fixed.append(finding)
         self._drop_emptied_updates(update_calls)
+        if self.launched is not None:
+            launched = self._launched_enabling(self.launched)
+            self.enabling.append(launched)
+            if launched.condition.full is not None:
+                self._launched_environment(self.launched, launched.condition.full)
         if self.enabling:
             self._apply_recipe()
         return self.plan
@@ -201,6 +228,50 @@ class _Planner:
                     assert small is not None
                     self.plan.removed.add(small)
 
+    # -- a launched script's recipe -------------------------------------------------------------
+
+    def _launched_enabling(self, recipe: ScriptRecipe) -> _Enabling:
+        """The recipe's condition: none, or the signal, read once into a module constant of the
+        same name (the expression itself where the module already uses that name)."""
+        module = self.wrapper.module
+        if recipe.signal is None:
+            return _Enabling(None, None, Condition(True, None, None, module))
+        self.plan.imports.add(("os", None))
+        read = f'os.environ.get("{recipe.signal}") == "1"'
+        if re.search(rf"\b{recipe.signal}\b", module.code):
+            gate: cst.BaseExpression = cst.parse_expression(read)
+        else:
+            gate = cst.Name(recipe.signal)
+            by = ", ".join(recipe.launchers[:2]) + (" ..." if len(recipe.launchers) > 2 else "")
+            flags = " / ".join(recipe.flags)
+            comment = f"# Set by {by} where it used to set {flags}.\n"
+            self._after_imports(cst.parse_statement(f"{comment}{recipe.signal} = {read}\n"))
+        return _Enabling(None, None, Condition(True, None, gate, module))
+
+    def _launched_environment(self, recipe: ScriptRecipe, gate: cst.BaseExpression) -> None:
+        """Under the signal, the script sets what the launcher's flag implied on Neuron (with no
+        signal the launcher itself sets it, where the flag was)."""
+        if recipe.signal is None or recipe.platform != "neuron":
+            return
+        writes = {a.variable for a in self.accesses if a.kind == "write"}
+        code = ""
+        if self.mode == "full-bf16" and STOCHASTIC_ROUNDING not in writes:
+            code = f'os.environ["{STOCHASTIC_ROUNDING}"] = "1"\n'
+        elif self.mode == "fp32-copy" and recipe.rounding_elsewhere:
+            code = f'os.environ["{STOCHASTIC_ROUNDING}"] = "0"  # FP32 masters replace rounding\n'
+        elif self.mode == "autocast":
+            code = self._auto_cast_code("os.environ")
+        if code:
+            self.plan.imports.add(("os", None))
+            self._after_imports(_under(gate, [cst.parse_statement(code)]))
+
+    def _after_imports(self, statement: cst.BaseStatement) -> None:
+        anchor = _after_imports(self.wrapper.module)
+        if anchor is not None:
+            self.plan.insert_after(anchor, [statement])
+        elif self.wrapper.module.body:
+            self.plan.insert_before(self.wrapper.module.body[0], [statement])
+
     # -- the recipe ----------------------------------------------------------------------------
 
     def _apply_recipe(self) -> None:
@@ -239,7 +310,17 @@ class _Planner:
         return None
 
     def _first(self) -> _Enabling:
-        return min(self.enabling, key=lambda e: self._span(e.access.node).line)
+        """The first enabling write of the file (a launched script's recipe comes last)."""
+        return min(
+            self.enabling,
+            key=lambda e: self._span(e.access.node).line if e.access else 1 << 30,
+        )
+
+    def _first_span(self) -> Span:
+        first = self._first()
+        if first.access is None:
+            return Span(1, 1, 1, 1)
+        return self._span(first.access.node)
 
     def _environment_statement(
         self, code: Callable[[str, str], str], unless_set: str | None = None
@@ -249,6 +330,8 @@ class _Planner:
         if any(a.variable == unless_set and a.kind == "write" for a in self.accesses):
             return
         first = self._first()
+        if first.access is None:
+            return  # a launched script: its environment is the launcher's (or set above)
         statement = cst.parse_statement(code(self._receiver(first.access), first.access.form))
         in_place = first.condition.in_place
         if in_place is not None:
@@ -303,7 +386,10 @@ class _Planner:
         expressions = []
         for condition in conditions:
             assert condition.full is not None
-            if not expressible_at(self.script, condition.full, condition.origin, at):
+            external = condition.origin is self.wrapper.module  # the signal: read anywhere
+            if not external and not expressible_at(
+                self.script, condition.full, condition.origin, at
+            ):
                 self.remaining.append(
                     self._manual("XM403", span, f"condition `{code_of(condition.full)}`")
                 )
@@ -329,10 +415,7 @@ class _Planner:
                 subject = f"the optimizer of `{code_of(targets[0][1])}`"
                 self.remaining.append(self._manual("XM406", self._span(targets[0][0]), subject))
         if not targets:
-            first = self._first()
-            self.remaining.append(
-                self._manual("XM401", self._span(first.access.node), "the model to cast")
-            )
+            self.remaining.append(self._manual("XM401", self._first_span(), "the model to cast"))
             return
         done: set[str] = set()
         for statement, model, before in targets:
@@ -446,7 +529,7 @@ class _Planner:
         models = [code_of(site.model) for site in self.script.optimizer_sites()]
         backwards = self.script.backward_statements()
         if not backwards:
-            where = self._span(self._first().access.node)
+            where = self._first_span()
             self.remaining.append(self._manual("XM402", where, "no `<loss>.backward()` found"))
             return
         handled = {statement for statement, _ in backwards}
@@ -481,6 +564,25 @@ class _Planner:
 
     def _manual(self, code: str, span: Span, subject: str) -> Finding:
         return manual_finding(self.catalogue, code, self.path, span, subject)
+
+
+def _after_imports(module: cst.Module) -> cst.BaseStatement | None:
+    """The last statement of the module's leading docstring and import lines."""
+    last = None
+    for index, statement in enumerate(module.body):
+        docstring = (
+            index == 0
+            and isinstance(statement, cst.SimpleStatementLine)
+            and isinstance(statement.body[0], cst.Expr)
+            and isinstance(statement.body[0].value, cst.SimpleString)
+        )
+        imports = isinstance(statement, cst.SimpleStatementLine) and all(
+            isinstance(small, (cst.Import, cst.ImportFrom)) for small in statement.body
+        )
+        if not (docstring or imports):
+            break
+        last = statement
+    return last
 
 
 def _is_whole_statement(small: cst.BaseSmallStatement | None, node: cst.CSTNode) -> bool:

@@ -8,4 +8,4 @@ from xlamigrate.kinds.shell.analysis import analyse
 from xlamigrate.kinds.shell.render import render
 
 KIND = textscan.TextKind(analyse, render)
-scan, rewrite = KIND.scan, KIND.rewrite
+scan, rewrite, analyse_file = KIND.scan, KIND.rewrite, KIND.analyse_file

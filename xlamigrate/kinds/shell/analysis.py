@@ -23,10 +23,13 @@ from xlamigrate.kinds.shell.commands import RECIPE_VARIABLES, Command, Place, Wo
 from xlamigrate.kinds.shell.syntax import Node, Parsed, bash_rejects, error_nodes, parse, walk
 from xlamigrate.kinds.shell.words import literal, string_text
 from xlamigrate.kinds.textaccess import (
+    Branch,
+    LaunchSite,
     TextAccess,
     TextAnalysis,
     TextEdit,
     TextMention,
+    exclusive,
 )
 
 _SBATCH_EXPORT = re.compile(r"#SBATCH\b.*?--export[= ]\s*(?P<list>\S+)")
@@ -68,9 +71,10 @@ class ShellAnalysis:
     mentions: tuple[TextMention, ...] = ()
     problems: tuple[tuple[int | None, str], ...] = ()
     launches: tuple[Launch, ...] = ()
+    sites: tuple[LaunchSite, ...] = ()  # where each Python script is launched (host offsets)
 
     def text_analysis(self) -> TextAnalysis:
-        return TextAnalysis(self.accesses, self.problems, self.mentions)
+        return TextAnalysis(self.accesses, self.problems, self.mentions, self.sites)
 
 
 def analyse(text: str, names: frozenset[str]) -> TextAnalysis:
@@ -119,6 +123,7 @@ class _Script:
     # Whether a syntax error here is the file's problem: a here-document may hold another
     # language (a Python script `python3 <<EOF` reads), so its errors only refuse edits.
     must_parse: bool = True
+    branch: Branch = ()  # the arms around the command that holds it
 
 
 @dataclass
@@ -134,7 +139,7 @@ class _Analyser:
     host: str
     names: frozenset[str]
     accesses: dict[tuple[str, int], _Pending] = field(default_factory=dict)
-    launches: list[tuple[int, int, Launch]] = field(default_factory=list)
+    launches: list[tuple[int, int, Launch, LaunchSite | None]] = field(default_factory=list)
     problems: list[tuple[int | None, str]] = field(default_factory=list)
     # host ranges where a flag's name is only text: comments, what echo and printf print
     quiet: list[tuple[int, int]] = field(default_factory=list)
@@ -161,13 +166,14 @@ class _Analyser:
         may_be_empty: bool = True,
         whole: TextEdit | None = None,
         must_parse: bool = True,
+        branch: Branch = (),
     ) -> None:
         key = (source.start_of(0), source.end_of(len(source.text)))
         if key in self.seen:
             return
         self.seen.add(key)
         self.last_script += 1
-        script = _Script(source, self.last_script, note, may_be_empty, whole, must_parse)
+        script = _Script(source, self.last_script, note, may_be_empty, whole, must_parse, branch)
         self.pending.append(script)
 
     def add(
@@ -199,14 +205,20 @@ class _Analyser:
             accesses,
             self.mentions(accesses),
             tuple(self.problems),
-            tuple(launch for _, _, launch in self.launches),
+            tuple(launch for _, _, launch, _ in self.launches),
+            tuple(site for _, _, _, site in self.launches if site is not None),
         )
 
     def launched_after(self, pending: _Pending) -> tuple[str, ...]:
+        """The scripts launched after a session write, in the same script, in an arm that can
+        run with it."""
         found = (
-            launch.python_script
-            for script, at, launch in self.launches
-            if script == pending.script and at > pending.local_start and launch.python_script
+            site.script
+            for script, at, _, site in self.launches
+            if script == pending.script
+            and at > pending.local_start
+            and site is not None
+            and not exclusive(pending.access.branch, site.branch)
         )
         later = self.later if pending.script == 0 else ()
         return tuple(dict.fromkeys(s for s in (*found, *later) if s is not None))
@@ -238,6 +250,21 @@ class ScriptReader:
         self.parsed: Parsed = parse(script.source.text)
         self.text = self.parsed.text
         self.broken: list[tuple[int, int, int]] = []  # top-level statements with an error
+        self.arms: list[tuple[int, int]] = list(script.branch)
+
+    @property
+    def branch(self) -> Branch:
+        """The conditional arms around the statement being read (host offsets)."""
+        return tuple(self.arms)
+
+    def under(self, construct: Node, arm: Node) -> _Arm:
+        return _Arm(
+            self,
+            (
+                self.source.start_of(self.parsed.start(construct)),
+                self.source.start_of(self.parsed.start(arm)),
+            ),
+        )
 
     def analyse(self, sbatch: bool) -> None:
         names = self.analyser.names
@@ -313,10 +340,17 @@ class ScriptReader:
     def nested(self, node: Node) -> None:
         """Bodies inside a keyword's clause (do groups, elif/else clauses, case items...)."""
         kind = node.type
-        if kind in ("do_group", "else_clause", "elif_clause"):
+        if kind in ("else_clause", "elif_clause") and node.parent is not None:
+            outer = self.arms.pop() if self.arms else None  # the `then` arm of the same `if`
+            with self.under(node.parent, node):
+                self.body(node, may_be_empty=False)
+            if outer is not None:
+                self.arms.append(outer)
+        elif kind == "do_group":
             self.body(node, may_be_empty=False)
-        elif kind == "case_item":
-            self.body(node, may_be_empty=True)
+        elif kind == "case_item" and node.parent is not None:
+            with self.under(node.parent, node):
+                self.body(node, may_be_empty=True)
         elif kind == "heredoc_body":
             return
         else:
@@ -340,7 +374,13 @@ class ScriptReader:
             for item, op in self.flatten(node):
                 items.append((item, op or operator or ("\n" if items else "")))
                 operator = ""
+        chain: Node | None = None  # the first command of the current `a && b || c` chain
+        decides = False  # whether the chain so far chooses what runs next (a test, an `||`)
         for index, (item, before) in enumerate(items):
+            if before not in ("&&", "||") or chain is None:
+                chain, decides = item, False
+            elif before == "||":
+                decides = True
             previous = items[index - 1][0] if index else None
             following = items[index + 1] if index + 1 < len(items) else None
             after = following[1] if following else self.trailing_operator(item, run)
@@ -354,7 +394,31 @@ class ScriptReader:
                 next_op=after,
                 next_start=self.parsed.start(following[0]) if following else None,
             )
-            self.statement(item, place)
+            if chain is item or not decides:  # `cd dir && export X=1`: a failure ends the run
+                self.statement(item, place)
+            else:  # `[[ $P == bf16 ]] && export X=1`: runs in the configurations the test picks
+                with self.under(chain, chain):
+                    self.statement(item, place)
+            decides = decides or self.is_test(item)
+
+    def is_test(self, node: Node) -> bool:
+        """`[[ ... ]]`, `[ ... ]`, `test ...`, `(( ... ))`: a command whose status is an answer."""
+        if node.type == "test_command" or (
+            node.type == "compound_statement" and node.children and node.children[0].type == "(("
+        ):
+            return True
+        if node.type == "negated_command":
+            return True
+        if node.type == "command":
+            name = node.child_by_field_name("name")
+            return name is not None and self.parsed.raw(name) in (
+                "test",
+                "[",
+                "grep",
+                "true",
+                "false",
+            )
+        return False
 
     def flatten(self, node: Node) -> Iterator[tuple[Node, str]]:
         """A `list` (`a && b || c`) as its commands, each with the operator before it."""
@@ -409,11 +473,13 @@ class ScriptReader:
             else:
                 self.body(node, may_be_empty=False)
         elif kind in ("if_statement", "while_statement"):
-            self.body(node, may_be_empty=False)
+            with self.under(node, node):
+                self.body(node, may_be_empty=False)
         elif kind == "case_statement":
             self.body(node, may_be_empty=True)
         elif kind in ("for_statement", "c_style_for_statement", "function_definition"):
-            self.body(node, may_be_empty=False)
+            with self.under(node, node):
+                self.body(node, may_be_empty=False)
         else:  # test_command
             self.expansions(node)
 
@@ -429,7 +495,7 @@ class ScriptReader:
             return
         start, end = self.parsed.start(body), self.parsed.end(body)
         source = self.source.inner(Embedded.slice(self.text, start, end))
-        self.analyser.new_script(source, _HEREDOC_NOTE, must_parse=False)
+        self.analyser.new_script(source, _HEREDOC_NOTE, must_parse=False, branch=self.branch)
 
     def expansions(self, node: Node) -> None:
         """Command and process substitutions inside a command's words: their commands."""
@@ -495,8 +561,11 @@ class ScriptReader:
             ctx.assignments(prefixes)
             return
         made = launch([w.known for w in rest], [w.raw for w in rest])
-        self.analyser.launches.append((self.script.id, rest[0].start, made))
         script = made.python_script
+        site = None
+        if script:
+            site = LaunchSite(script, self.source.start_of(rest[0].start), self.branch)
+        self.analyser.launches.append((self.script.id, rest[0].start, made, site))
         scripts = (script,) if script else ()
         ctx.prefixes(prefixes, rest[0], scripts)
         name = rest[0].value.rsplit("/", 1)[-1]
@@ -545,7 +614,7 @@ class ScriptReader:
         elif word.value.startswith("-"):  # --wrap=...
             program += f" {word.value.partition('=')[0]}"
         note = (_REMOTE_NOTE if made.remote else _STRING_NOTE).format(program=program)
-        self.analyser.new_script(self.source.inner(inner), note)
+        self.analyser.new_script(self.source.inner(inner), note, branch=self.branch)
 
     def quiet_text(self, node: Node | None) -> None:
         """Marks the literal text of a printed word (not the commands substituted into it)."""
@@ -611,6 +680,7 @@ class ScriptReader:
             start=start,
             end=end,
             note=self.script.note,
+            branch=self.branch,
         )
         self.analyser.add(access, self.script.id, self.parsed.start(node))
 
@@ -643,6 +713,7 @@ class ScriptReader:
                     start=host_start,
                     end=host_end,
                     launched=scripts,
+                    branch=self.branch,
                     note=self.script.note + _SLURM_NOTE,
                     applicability="manual",
                 ),
@@ -654,6 +725,20 @@ class ScriptReader:
 
     def span(self, node: Node) -> tuple[int, int]:
         return self.source.span(self.parsed.start(node), self.parsed.end(node))
+
+
+@dataclass
+class _Arm:
+    """`with reader.under(construct, arm):` the statements read inside are under that arm."""
+
+    reader: ScriptReader
+    arm: tuple[int, int]
+
+    def __enter__(self) -> None:
+        self.reader.arms.append(self.arm)
+
+    def __exit__(self, *_: object) -> None:
+        self.reader.arms.pop()
 
 
 def _line_offset(text: str, line: int) -> int:

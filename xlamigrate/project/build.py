@@ -1,0 +1,135 @@
+"""Builds the project model from the analyses of the flagged launcher files: resolves the
+scripts they launch among the discovered files, looks for other files that name those scripts,
+picks the signal's name, and decides."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from xlamigrate.kinds.textaccess import TextAnalysis
+from xlamigrate.project.decide import Inputs, decide
+from xlamigrate.project.launchers import launcher_of, sets_rounding
+from xlamigrate.project.model import Launcher, Project
+from xlamigrate.project.resolve import ScriptResolver
+
+# Used when the default signal's name already means something else in the tree.
+_FALLBACK_SIGNAL = "XLAMIGRATE_BF16_RECIPE"
+
+
+@dataclass(frozen=True)
+class Analysed:
+    """One flagged file of a launcher kind, as the project reads it."""
+
+    path: str
+    kind: str
+    text: str
+    analysis: TextAnalysis
+
+
+@dataclass
+class ProjectBuilder:
+    resolver: ScriptResolver
+    read: Callable[[str], bytes | None]  # display path -> bytes (None: unreadable)
+    others: Sequence[str]  # every discovered file's display path
+    signal: str
+    signal_configured: bool = False
+    target: str | None = None
+
+    def launchers(self, analysed: Sequence[Analysed]) -> list[Launcher]:
+        found = [launcher_of(a.path, a.kind, a.text, a.analysis) for a in analysed]
+        return [launcher for launcher in found if launcher.writes]
+
+    def build(
+        self,
+        analysed: Sequence[Analysed],
+        failed: Mapping[str, str] | None = None,
+    ) -> tuple[Project, str, dict[str, str]]:
+        """The project, the signal's name, and the platform of each launcher."""
+        launchers = self.launchers(analysed)
+        platforms = self._platforms(launchers)
+        if not launchers:
+            return Project(), self.signal, platforms
+        counts = self._counts(launchers)
+        signal = self._signal(counts)
+        kinds = {launcher.path: launcher.kind for launcher in launchers}
+        inputs = Inputs(
+            resolve=self.resolver,
+            named_elsewhere=lambda script, paths: _named_elsewhere(script, paths, counts, kinds),
+            signal=signal,
+            rounding_writes={a.path: sets_rounding(a.analysis) for a in analysed},
+            default_platform=self._default_platform(platforms),
+        )
+        with_platforms = [
+            Launcher(x.path, x.writes, x.sites, x.kind, platforms[x.path]) for x in launchers
+        ]
+        return decide(with_platforms, inputs, failed), signal, platforms
+
+    def _platforms(self, launchers: Sequence[Launcher]) -> dict[str, str]:
+        default = self._default_platform({x.path: x.platform for x in launchers})
+        return {
+            launcher.path: self.target or launcher.platform or default for launcher in launchers
+        }
+
+    def _default_platform(self, platforms: Mapping[str, str | None]) -> str:
+        if self.target:
+            return self.target
+        said = set(platforms.values()) - {None}
+        return "tpu" if said == {"tpu"} else "neuron"
+
+    def _counts(self, launchers: Sequence[Launcher]) -> dict[str, dict[str, int]]:
+        """Per discovered file: how often it names each launched script's file name (and the
+        signal's name, under the key "")."""
+        names = {
+            posixpath.basename(site.script) for launcher in launchers for site in launcher.sites
+        }
+        names |= {posixpath.basename(s) for x in launchers for w in x.writes for s in w.launched}
+        names.discard("")
+        words = sorted(names | {self.signal}, key=len, reverse=True)
+        alternatives = "|".join(re.escape(w) for w in words)
+        pattern = re.compile(rf"(?<![\w.-])(?:{alternatives})(?![\w])".encode())
+        counts: dict[str, dict[str, int]] = {}
+        for path in self.others:
+            data = self.read(path)
+            if data is None:
+                continue
+            for match in pattern.finditer(data):
+                word = match.group().decode()
+                key = "" if word == self.signal else word
+                per_file = counts.setdefault(path, {})
+                per_file[key] = per_file.get(key, 0) + 1
+        return counts
+
+    def _signal(self, counts: Mapping[str, Mapping[str, int]]) -> str:
+        """The configured name; else the default, unless the tree already uses it for
+        something else (a gate xlamigrate wrote reads `os.environ.get("NAME") == "1"`)."""
+        if self.signal_configured:
+            return self.signal
+        users = [path for path, found in counts.items() if "" in found]
+        if not users:
+            return self.signal
+        ours = f'os.environ.get("{self.signal}") == "1"'.encode()
+        if any(ours in (self.read(path) or b"") for path in users):
+            return self.signal
+        return _FALLBACK_SIGNAL
+
+
+def _named_elsewhere(
+    script: str,
+    launcher_paths: Sequence[str],
+    counts: Mapping[str, Mapping[str, int]],
+    kinds: Mapping[str, str],
+) -> bool:
+    """Whether some file other than the script and its launchers names the script (a launch
+    xlamigrate did not see), or a launcher of a kind without launch lists names it twice."""
+    name = posixpath.basename(script)
+    for path, found in counts.items():
+        count = found.get(name, 0)
+        if not count or path == script:
+            continue
+        if path in launcher_paths and (kinds.get(path) == "shell" or count == 1):
+            continue
+        return True
+    return False

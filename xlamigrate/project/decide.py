@@ -1,0 +1,135 @@
+"""Decides, for every enabling write of the project's launchers, where it takes effect and what
+replaces it; and for every launched script, whether its recipe is gated on the signal.
+
+A write is migrated only when every script it reaches is a Python file of the project whose
+recipe can be applied. A script's recipe is unconditional only when every launch of it that
+xlamigrate can see is reached by such a write on every path, and no other file names it (a
+second launcher, a README-driven `python train.py`): otherwise the recipe runs under the signal,
+which the launchers set exactly where they set the flag.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from xlamigrate.kinds.textaccess import LaunchSite, runs_with
+from xlamigrate.project.model import (
+    EnablingWrite,
+    Launcher,
+    Project,
+    ScriptRecipe,
+    WriteDecision,
+)
+
+# Why a write that starts no script of the project is kept, per launcher kind.
+_NOTHING_LAUNCHED = {
+    "shell": "no Python script of this project is launched after it",
+    "dockerfile": "it reaches every process of this image, and no CMD or ENTRYPOINT here runs a"
+    " Python script of this project",
+    "yaml": "it reaches the process this file starts, which runs no Python script of this project",
+    "dotenv": "it reaches whatever process loads this file",
+    "notebook": "no Python script of this project is launched after it",
+}
+
+Resolve = Callable[[str, str], "str | None"]  # (launcher, script as written) -> script path
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What deciding needs besides the launchers: how a launch line names a file of the project,
+    which scripts other files name too, and the signal's name."""
+
+    resolve: Resolve
+    named_elsewhere: Callable[[str, Sequence[str]], bool]  # (script, its launchers) -> bool
+    signal: str
+    rounding_writes: Mapping[str, bool]  # launcher -> it sets stochastic rounding on
+    default_platform: str = "neuron"
+
+
+def decide(
+    launchers: Sequence[Launcher], inputs: Inputs, failed: Mapping[str, str] | None = None
+) -> Project:
+    failed = failed or {}
+    decisions: dict[str, dict[int, WriteDecision]] = {}
+    reaching: dict[str, list[tuple[Launcher, EnablingWrite]]] = {}
+    for launcher in launchers:
+        for write in launcher.writes:
+            decision, scripts = _reach(launcher, write, inputs, failed)
+            decisions.setdefault(launcher.path, {})[write.start] = decision
+            for script in scripts:
+                reaching.setdefault(script, []).append((launcher, write))
+    recipes = {
+        script: _recipe(script, reached, launchers, inputs)
+        for script, reached in sorted(reaching.items())
+    }
+    for by_start in decisions.values():
+        for start, decision in by_start.items():
+            if decision.migrated:
+                gated = any(recipes[s].signal is not None for s in decision.scripts)
+                by_start[start] = WriteDecision(
+                    True, decision.scripts, inputs.signal if gated else None
+                )
+    return Project(decisions, recipes)
+
+
+def _reach(
+    launcher: Launcher, write: EnablingWrite, inputs: Inputs, failed: Mapping[str, str]
+) -> tuple[WriteDecision, tuple[str, ...]]:
+    if not write.launched:
+        return WriteDecision(False, reason=_NOTHING_LAUNCHED.get(launcher.kind, "")), ()
+    resolved = []
+    for written in write.launched:
+        script = inputs.resolve(launcher.path, written)
+        if script is None:
+            reason = f"it reaches {written}, which is not a Python file of this project"
+            return WriteDecision(False, reason=reason), ()
+        if script in failed:
+            reason = (
+                f"it reaches {script}, where the recipe could not be applied ({failed[script]})"
+            )
+            return WriteDecision(False, reason=reason), ()
+        resolved.append(script)
+    scripts = tuple(dict.fromkeys(resolved))
+    return WriteDecision(True, scripts), scripts
+
+
+def _recipe(
+    script: str,
+    reached: list[tuple[Launcher, EnablingWrite]],
+    launchers: Sequence[Launcher],
+    inputs: Inputs,
+) -> ScriptRecipe:
+    paths = tuple(dict.fromkeys(launcher.path for launcher, _ in reached))
+    unconditional = not inputs.named_elsewhere(script, paths) and all(
+        _covered(site, launcher, reached)
+        for launcher in launchers
+        for site in _sites_of(script, launcher, inputs)
+    )
+    platforms = {launcher.platform for launcher, _ in reached} - {None}
+    platform = platforms.pop() if len(platforms) == 1 else None
+    platform = platform or inputs.default_platform
+    return ScriptRecipe(
+        path=script,
+        signal=None if unconditional else inputs.signal,
+        flags=tuple(sorted({write.variable for _, write in reached})),
+        launchers=paths,
+        platform=platform,
+        rounding_elsewhere=any(inputs.rounding_writes.get(path, False) for path in paths),
+    )
+
+
+def _sites_of(script: str, launcher: Launcher, inputs: Inputs) -> list[LaunchSite]:
+    return [site for site in launcher.sites if inputs.resolve(launcher.path, site.script) == script]
+
+
+def _covered(
+    site: LaunchSite, launcher: Launcher, reached: list[tuple[Launcher, EnablingWrite]]
+) -> bool:
+    """Whether an enabling write of the same launcher ran on every path to this launch."""
+    return any(
+        owner.path == launcher.path
+        and write.start < site.start
+        and runs_with(write.branch, site.branch)
+        for owner, write in reached
+    )

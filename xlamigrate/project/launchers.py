@@ -1,0 +1,57 @@
+"""What the project needs of one analysed file: its enabling writes (the ones a rewrite can turn
+into the signal) and where it launches Python scripts."""
+
+from __future__ import annotations
+
+from xlamigrate.kinds.textaccess import LaunchSite, TextAccess, TextAnalysis
+from xlamigrate.neuronflags import STOCHASTIC_ROUNDING
+from xlamigrate.project.model import EnablingWrite, Launcher
+from xlamigrate.project.platform import platform_of
+
+RECIPE_FLAGS = ("XLA_USE_BF16", "XLA_DOWNCAST_BF16")
+
+
+def is_enabling(access: TextAccess) -> bool:
+    """A write that turns a recipe flag on, with a value known statically, in a construct the
+    rewrite can edit (a string another program reads, a SLURM list, stays manual)."""
+    return (
+        access.kind == "write"
+        and access.variable in RECIPE_FLAGS
+        and access.value is not None
+        and access.value.enabled is True
+        and access.assignment is not None
+        and access.applicability != "manual"
+        and access.target == "process"
+    )
+
+
+def launcher_of(path: str, kind: str, text: str, analysis: TextAnalysis) -> Launcher:
+    writes = tuple(
+        EnablingWrite(path, a.start, a.variable, a.branch, a.launched)
+        for a in analysis.accesses
+        if is_enabling(a)
+    )
+    sites = analysis.launches
+    if kind != "shell":  # the kinds without a launch list: a write reaches its own command
+        sites = tuple(
+            LaunchSite(script, write.start + 1, write.branch)
+            for write in writes
+            for script in write.launched
+        )
+    return Launcher(path, writes, sites, kind, platform_of(text))
+
+
+def launches_with_flag(analysis: TextAnalysis) -> bool:
+    """Whether the file has an enabling write at all (most trees have none: no project)."""
+    return any(is_enabling(a) for a in analysis.accesses)
+
+
+def sets_rounding(analysis: TextAnalysis) -> bool:
+    """Whether the file turns stochastic rounding on outside the flag's own writes."""
+    return any(
+        a.kind == "write"
+        and a.variable == STOCHASTIC_ROUNDING
+        and a.value is not None
+        and a.value.enabled is True
+        for a in analysis.accesses
+    )

@@ -1,0 +1,66 @@
+"""The project's decisions, as values: per enabling write (kept or migrated, with the signal
+that replaces it) and per launched script (its recipe, gated or not)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from xlamigrate.kinds.textaccess import Branch, LaunchSite
+
+
+@dataclass(frozen=True)
+class EnablingWrite:
+    """A launcher's write that turns a legacy flag on for the processes it starts."""
+
+    path: str  # the launcher (display path)
+    start: int  # the access's offset in the launcher (what identifies it)
+    variable: str
+    branch: Branch
+    launched: tuple[str, ...]  # the scripts it reaches, as written
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """What the project needs of one file that starts processes."""
+
+    path: str
+    writes: tuple[EnablingWrite, ...] = ()
+    sites: tuple[LaunchSite, ...] = ()
+    kind: str = "shell"
+    platform: str | None = None  # "neuron", "tpu", or None where the file does not say
+
+
+@dataclass(frozen=True)
+class WriteDecision:
+    """What becomes of one enabling write: `migrated` (its recipe is applied to every script it
+    reaches; the write turns into `signal`, or goes when the recipe is unconditional), or kept,
+    with `reason` saying which process it reaches and what that needs."""
+
+    migrated: bool
+    scripts: tuple[str, ...] = ()  # the in-tree scripts it reaches (display paths)
+    signal: str | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class ScriptRecipe:
+    """The recipe a launched script gets: under `signal` (an environment variable its
+    launchers now set where they set the flag) or, with no signal, unconditionally."""
+
+    path: str
+    signal: str | None
+    flags: tuple[str, ...]  # the legacy flags its launchers set
+    launchers: tuple[str, ...]  # "run.sh:12" for each enabling write that reaches it
+    platform: str = "neuron"
+    # Writes of NEURON_RT_STOCHASTIC_ROUNDING_EN=1 the launchers keep for every configuration
+    # (fp32-copy turns rounding off under the signal instead of deleting them).
+    rounding_elsewhere: bool = False
+
+
+@dataclass(frozen=True)
+class Project:
+    writes: dict[str, dict[int, WriteDecision]] = field(default_factory=dict)
+    scripts: dict[str, ScriptRecipe] = field(default_factory=dict)
+
+    def decisions_for(self, path: str) -> dict[int, WriteDecision]:
+        return self.writes.get(path, {})

@@ -1,0 +1,48 @@
+"""What a rewrite is asked to do (one value carried through the engine and the kinds), and what
+the project decided for one file."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from xlamigrate.kinds.textaccess import TextAccess
+from xlamigrate.project.model import ScriptRecipe, WriteDecision
+
+# The environment variable launchers set, in place of the legacy flag, for the configurations
+# that enabled it; the launched script applies its recipe when it is "1".
+DEFAULT_SIGNAL = "BF16_RECIPE"
+TARGETS = ("neuron", "tpu")
+
+
+@dataclass(frozen=True)
+class RewriteRequest:
+    mode: str
+    unsafe_fixes: bool = False
+    target: str | None = None  # the platform, where the user says it (else inferred, else neuron)
+    signal: str = DEFAULT_SIGNAL
+
+
+@dataclass(frozen=True)
+class FileContext:
+    """The project's decisions for one file: its enabling writes (by offset) and, when the file
+    is a launched script, the recipe it gets. With `assume_migrated`, a file rewritten alone
+    takes every process it starts as one that got the recipe (the per-file fixtures' premise);
+    otherwise a write the project did not decide on is kept."""
+
+    writes: Mapping[int, WriteDecision] = field(default_factory=dict)
+    recipe: ScriptRecipe | None = None
+    platform: str = "neuron"
+    assume_migrated: bool = False
+    signal: str = DEFAULT_SIGNAL
+
+    def decision(self, access: TextAccess) -> WriteDecision:
+        found = self.writes.get(access.start)
+        if found is not None:
+            return found
+        if self.assume_migrated:
+            return WriteDecision(True, access.launched, self.signal if access.branch else None)
+        return WriteDecision(False, reason="xlamigrate does not know which script it reaches")
+
+
+STANDALONE = FileContext()
