@@ -71,8 +71,9 @@ def scan_paths(
     discovery = discovery if discovery is not None else discover(paths, settings)
     enabled = catalogue.select(settings.select, settings.ignore)
     work, unreadable = _flagged_files(discovery, catalogue)
+    layout = _Layout.of(work, discovery, settings, catalogue, RewriteRequest("full-bf16"), jobs)
     task = partial(_scan_job, catalogue=catalogue, enabled=enabled)
-    scanned = _run(work, task, jobs, "scan")
+    scanned = _run(layout.with_contexts(work), task, jobs, "scan")
     results = [FileResult(e.path, errors=(e,)) for e in unreadable] + scanned
     return _report(len(discovery.files), len(work), results)
 
@@ -294,6 +295,9 @@ def rewrite_source(
 
 def _scan_job(job: _Job, catalogue: Catalogue, enabled: frozenset[str]) -> FileResult:
     try:
+        if kinds.analyses_launches(job.kind):  # the project's word on its enabling writes
+            launcher = kinds.load_launcher(job.kind)
+            return launcher.scan(job.display, job.data, catalogue, enabled, job.context)
         return scan_source(job.display, job.data, job.kind, catalogue, enabled)
     except Exception as crash:  # one bad file must not end the run: report it and go on
         return FileResult(job.display, errors=(_crash(job, crash),))

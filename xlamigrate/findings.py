@@ -119,12 +119,6 @@ def _access_finding(
         code = READ_RULE if access.kind == "read" else DELETE_RULE
     rule = catalogue.rule(code)
     subject = _subject(access, first_writes) + getattr(access, "note", "")
-    launched = getattr(access, "launched", ())
-    if launched:
-        subject += (
-            f"; it launches {', '.join(launched)}: the Python part of the recipe belongs there"
-            f" (xlamigrate rewrite {launched[0]})"
-        )
     value = access.value
     applicability = worst(
         rule.fix,

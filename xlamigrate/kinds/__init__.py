@@ -90,11 +90,20 @@ class KindModule(Protocol):
     ) -> RewriteOutcome: ...
 
 
-class LauncherKindModule(KindModule, Protocol):
+class LauncherKindModule(Protocol):
     """A kind whose files start processes (shell, Dockerfile, YAML, .env): the analysis the
     project's launch graph is built from."""
 
     def analyse_file(self, path: str, data: bytes, catalogue: Catalogue) -> TextAnalysis | None: ...
+
+    def scan(
+        self,
+        path: str,
+        data: bytes,
+        catalogue: Catalogue,
+        enabled: frozenset[str],
+        context: FileContext | None = None,
+    ) -> FileResult: ...
 
 
 def analyses_launches(name: str) -> bool:

@@ -5,7 +5,7 @@ are the same for all."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.findings import MENTION_RULE, access_findings, manual_finding, mention_finding
@@ -44,9 +44,14 @@ class TextKind:
     render: Render
 
     def scan(
-        self, path: str, data: bytes, catalogue: Catalogue, enabled: frozenset[str]
+        self,
+        path: str,
+        data: bytes,
+        catalogue: Catalogue,
+        enabled: frozenset[str],
+        context: FileContext | None = None,
     ) -> FileResult:
-        return scan_text(path, data, self, catalogue, enabled)
+        return scan_text(path, data, self, catalogue, enabled, context)
 
     def rewrite(
         self,
@@ -99,13 +104,21 @@ _MENTION_WHERE = (
 
 
 def _reported(
-    path: str, text: str, analysis: TextAnalysis, catalogue: Catalogue, enabled: frozenset[str]
+    path: str,
+    text: str,
+    analysis: TextAnalysis,
+    catalogue: Catalogue,
+    enabled: frozenset[str],
+    context: FileContext | None = None,
 ) -> list[tuple[TextAccess | TextMention, Finding]]:
     index = LineIndex(text)
+    accesses = analysis.accesses
+    if context is not None:
+        accesses = tuple(_with_decision(a, context) for a in accesses)
     pairs: list[tuple[TextAccess | TextMention, Finding]] = [
         (access, finding)
         for access, finding in access_findings(
-            path, analysis.accesses, lambda a: index.span(a.start, a.end), catalogue
+            path, accesses, lambda a: index.span(a.start, a.end), catalogue
         )
         if finding.code in enabled
     ]
@@ -131,6 +144,24 @@ def _reported(
     ]
 
 
+def _with_decision(access: TextAccess, context: FileContext) -> TextAccess:
+    """An enabling write, saying where it takes effect and what the project does about it."""
+    if not is_enabling(access):
+        return access
+    decision = context.decision(access)
+    if not decision.migrated:
+        return replace(
+            access,
+            note=f"{access.note}; {decision.reason}: it stays until that script has the recipe",
+            applicability="manual",
+        )
+    if not decision.scripts:
+        return access
+    under = f" under {decision.signal}=1, set here instead" if decision.signal else ""
+    scripts = ", ".join(decision.scripts)
+    return replace(access, note=f"{access.note}; it starts {scripts}, which gets the recipe{under}")
+
+
 def _problems(path: str, analysis: TextAnalysis) -> tuple[FileError, ...]:
     return tuple(
         FileError(path, line, f"could not parse: {message}") for line, message in analysis.problems
@@ -138,13 +169,20 @@ def _problems(path: str, analysis: TextAnalysis) -> tuple[FileError, ...]:
 
 
 def scan_text(
-    path: str, data: bytes, kind: TextKind, catalogue: Catalogue, enabled: frozenset[str]
+    path: str,
+    data: bytes,
+    kind: TextKind,
+    catalogue: Catalogue,
+    enabled: frozenset[str],
+    context: FileContext | None = None,
 ) -> FileResult:
+    """The file's findings; with the project's `context`, an enabling write says which script
+    it starts and whether the rewrite can migrate it."""
     decoded = _decode(path, data)
     if isinstance(decoded, FileError):
         return FileResult(path, errors=(decoded,))
     analysis = _analyse(kind, decoded.text, catalogue)
-    found = [f for _, f in _reported(path, decoded.text, analysis, catalogue, enabled)]
+    found = [f for _, f in _reported(path, decoded.text, analysis, catalogue, enabled, context)]
     findings = tuple(sorted(found, key=lambda f: f.sort_key))
     return FileResult(path, findings=findings, errors=_problems(path, analysis))
 
@@ -163,7 +201,7 @@ def rewrite_text(
         return RewriteOutcome(path, data, None, errors=(decoded,))
     text = decoded.text
     analysis = _analyse(kind, text, catalogue)
-    pairs = _reported(path, text, analysis, catalogue, enabled)
+    pairs = _reported(path, text, analysis, catalogue, enabled, context)
     errors = _problems(path, analysis)
     if not pairs:
         return RewriteOutcome(path, data, None, errors=errors)

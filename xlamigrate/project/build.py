@@ -96,6 +96,8 @@ class ProjectBuilder:
             if data is None:
                 continue
             for match in pattern.finditer(data):
+                if _copied(data, match.start()):
+                    continue
                 word = match.group().decode()
                 key = "" if word == self.signal else word
                 per_file = counts.setdefault(path, {})
@@ -114,6 +116,12 @@ class ProjectBuilder:
         if any(ours in (self.read(path) or b"") for path in users):
             return self.signal
         return _FALLBACK_SIGNAL
+
+
+def _copied(data: bytes, at: int) -> bool:
+    """Whether the name stands on a Dockerfile COPY/ADD line (a file copied, not launched)."""
+    line = data[data.rfind(b"\n", 0, at) + 1 : at].lstrip().upper()
+    return line.startswith((b"COPY ", b"ADD "))
 
 
 def _named_elsewhere(

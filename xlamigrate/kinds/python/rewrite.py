@@ -325,25 +325,32 @@ class _Planner:
     def _environment_statement(
         self, code: Callable[[str, str], str], unless_set: str | None = None
     ) -> None:
-        """Puts `code(receiver)` where the first enabling write stood (unless the file already
-        writes `unless_set`), under the write's own value condition."""
+        """Puts `code(receiver)` where each enabling write stood, one per block (exclusive
+        branches each get it), unless the file already writes `unless_set`; under the write's
+        own value condition."""
         if any(a.variable == unless_set and a.kind == "write" for a in self.accesses):
             return
-        first = self._first()
-        if first.access is None:
-            return  # a launched script: its environment is the launcher's (or set above)
-        statement = cst.parse_statement(code(self._receiver(first.access), first.access.form))
-        in_place = first.condition.in_place
-        if in_place is not None:
-            statement = _under(in_place, [statement])
-        anchor = first.small
-        if anchor is not None and anchor not in self.plan.replacements:
-            self.plan.replacements[anchor] = [statement]
-            self.plan.removed.discard(anchor)
-            return
-        line = self.script.statement_of(first.access.node)
-        if line is not None:
-            self.plan.insert_before(line, [statement])
+        done: set[int] = set()  # the blocks that already have it
+        for enabling in sorted(
+            (e for e in self.enabling if e.access is not None),
+            key=lambda e: self._span(e.access.node).line if e.access else 0,
+        ):
+            access = enabling.access
+            assert access is not None
+            line = self.script.statement_of(access.node)
+            block = id(self.script.parent(line)) if line is not None else 0
+            if block in done:
+                continue
+            done.add(block)
+            statement = cst.parse_statement(code(self._receiver(access), access.form))
+            if enabling.condition.in_place is not None:
+                statement = _under(enabling.condition.in_place, [statement])
+            anchor = enabling.small
+            if anchor is not None and anchor not in self.plan.replacements:
+                self.plan.replacements[anchor] = [statement]
+                self.plan.removed.discard(anchor)
+            elif line is not None:
+                self.plan.insert_before(line, [statement])
 
     def _receiver(self, access: EnvAccess) -> str:
         """The environment code written next to `access` names (importing os if it is ours)."""
@@ -399,6 +406,11 @@ class _Planner:
         combined = list(unique.values())
         if len(combined) == 1:
             return True, combined[0]
+        codes = list(unique)
+        if len(codes) == 2 and any(
+            b in (f"not {a}", f"not ({a})") for a, b in (codes, codes[::-1])
+        ):
+            return True, None  # `if X:` and its `else:` both enabled it: always on
         return True, cst.parse_expression(" or ".join(f"({code})" for code in unique))
 
     def _cast_models(self, wrap_optimizer: bool) -> None:

@@ -1,0 +1,83 @@
+"""The project fixtures are the spec of the project model: tests/fixtures/projects/<case>/before/
+is a small training project (launchers and the scripts they start); `xlamigrate rewrite --mode M`
+turns it into <case>/<M>/, file for file, and leaves the findings of <case>/<M>.remaining.txt
+("path:line:column CODE") for manual work. A second rewrite changes nothing."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FIXTURES
+from xlamigrate.catalogue import Catalogue
+from xlamigrate.config import load_settings
+from xlamigrate.engine import rewrite_paths
+from xlamigrate.kinds.python.rewrite import MODES
+from xlamigrate.model import RewriteReport
+from xlamigrate.request import RewriteRequest
+
+PROJECTS = FIXTURES / "projects"
+CASES = [
+    pytest.param(mode, case, id=f"{case.name}/{mode}")
+    for case in sorted(p for p in PROJECTS.iterdir() if (p / "before").is_dir())
+    for mode in MODES
+]
+
+
+def tree(folder: Path) -> dict[str, bytes]:
+    return {
+        path.relative_to(folder).as_posix(): path.read_bytes()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }
+
+
+def rewrite_project(folder: Path, mode: str, catalogue: Catalogue) -> RewriteReport:
+    settings = load_settings([folder], catalogue)
+    report = rewrite_paths([Path(".")], settings, catalogue, RewriteRequest(mode), jobs=1)
+    for outcome in report.outcomes:
+        if outcome.changed and outcome.rewritten is not None:
+            (folder / outcome.path).write_bytes(outcome.rewritten)
+    return report
+
+
+def remaining(report: RewriteReport) -> list[str]:
+    return [
+        f"{f.path}:{'' if f.cell is None else f'{f.cell}:'}{f.span.line}:{f.span.column} {f.code}"
+        for outcome in report.outcomes
+        for f in outcome.remaining
+    ]
+
+
+def expected_remaining(case: Path, mode: str) -> list[str]:
+    listing = case / f"{mode}.remaining.txt"
+    if not listing.exists():
+        return []
+    return [line.strip() for line in listing.read_text().splitlines() if line.strip()]
+
+
+def test_every_project_case_has_an_expected_tree_per_mode() -> None:
+    for case in PROJECTS.iterdir():
+        for mode in MODES:
+            assert (case / mode).is_dir(), (case.name, mode)
+        assert set(tree(case / "before")) == set(tree(case / MODES[0])), case.name
+
+
+@pytest.mark.parametrize(("mode", "case"), CASES)
+def test_project_rewrite(
+    mode: str, case: Path, catalogue: Catalogue, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = tmp_path / case.name
+    shutil.copytree(case / "before", work)
+    monkeypatch.chdir(work)
+    report = rewrite_project(work, mode, catalogue)
+    assert report.errors == ()
+    produced, expected = tree(work), tree(case / mode)
+    assert produced.keys() == expected.keys()
+    for name in expected:
+        assert produced[name].decode() == expected[name].decode(), name
+    assert remaining(report) == expected_remaining(case, mode)
+    again = rewrite_project(work, mode, catalogue)
+    assert [o.path for o in again.outcomes if o.changed] == []
