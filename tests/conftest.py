@@ -10,9 +10,14 @@ import pytest
 
 from xlamigrate.catalogue import Catalogue, load_catalogue
 from xlamigrate.kinds import kind_by_name
+from xlamigrate.request import FileContext
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
+# A file rewritten on its own, as if every process it starts ran a script of the project that
+# took the recipe (gated on the signal where the write is conditional): the premise of the
+# per-file tests of a launcher's edits; tests/fixtures/projects/ test the decisions themselves.
+RECIPE_APPLIED = FileContext(assume_migrated=True)
 
 # The `test` extra installs torch-xla wherever wheels exist; there a missing install must fail.
 needs_torch_xla_platform = pytest.mark.skipif(

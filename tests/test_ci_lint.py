@@ -20,6 +20,16 @@ from tests.conftest import ROOT
 
 SARIF_SCHEMA = ROOT / "tests" / "schemas" / "sarif-schema-2.1.0.json"
 TRAIN = 'import os\n\nos.environ["XLA_USE_BF16"] = "1"\n'  # XM101 at 3:1
+FLAG_SCRIPT = (
+    "import os\n"
+    'os.environ["XLA_USE_BF16"] = "1"\n'
+    "import torch\n"
+    "model = torch.nn.Linear(2, 2)\n"
+    "optimizer = torch.optim.AdamW(model.parameters())\n"
+    "loss = model(torch.ones(1, 2)).sum()\n"
+    "loss.backward()\n"
+    "optimizer.step()\n"
+)
 LAUNCH = "#!/bin/bash\nset -e\nexport XLA_DOWNCAST_BF16=1\npython train.py\n"  # XM102 at 3:8
 CELLS = ["import torch\n", "x = 1\n%env XLA_USE_BF16=1\nprint(x)\n"]  # XM101: cell 1, line 2
 # (path, line in the file, rule) that every CI format must carry.
@@ -165,19 +175,33 @@ def test_stdin_filename_with_paths_is_a_usage_error(tmp_path: Path) -> None:
 
 def test_rewrite_stdin_filename_prints_the_rewritten_buffer(tmp_path: Path) -> None:
     result = run_cli(
-        tmp_path, "rewrite", "--mode", "fp32-copy", "--stdin-filename", "launch.sh", stdin=LAUNCH
+        tmp_path,
+        "rewrite",
+        "--mode",
+        "fp32-copy",
+        "--stdin-filename",
+        "train.py",
+        stdin=FLAG_SCRIPT,
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout == "#!/bin/bash\nset -e\npython train.py\n"
-    assert not (tmp_path / "launch.sh").exists()  # nothing written
+    assert "XLA_USE_BF16" not in result.stdout and "FP32ParamsCopy(" in result.stdout
+    assert not (tmp_path / "train.py").exists()  # nothing written
+
+
+def test_rewrite_stdin_keeps_a_launchers_write_it_cannot_follow(tmp_path: Path) -> None:
+    """A launcher alone: the script it starts is out of sight, so the flag stays (manual)."""
+    result = run_cli(
+        tmp_path, "rewrite", "--mode", "fp32-copy", "--stdin-filename", "launch.sh", stdin=LAUNCH
+    )
+    assert result.returncode == 1
+    assert result.stdout == LAUNCH
+    assert "launch.sh:3:8: XM102 " in result.stderr and "[fix: manual]" in result.stderr
 
 
 def test_rewrite_stdin_filename_diff_and_manual_findings(tmp_path: Path) -> None:
-    diff = run_cli(tmp_path, "rewrite", "--diff", "--stdin-filename", "launch.sh", stdin=LAUNCH)
+    diff = run_cli(tmp_path, "rewrite", "--diff", "--stdin-filename", "train.py", stdin=FLAG_SCRIPT)
     assert diff.returncode == 1  # a change is due
-    assert (
-        "-export XLA_DOWNCAST_BF16=1\n+export NEURON_RT_STOCHASTIC_ROUNDING_EN=1\n" in diff.stdout
-    )
+    assert '-os.environ["XLA_USE_BF16"] = "1"\n' in diff.stdout
     reads = 'import os\nif os.environ.get("XLA_USE_BF16"):\n    pass\n'
     manual = run_cli(tmp_path, "rewrite", "--stdin-filename", "t.py", stdin=reads)
     assert manual.returncode == 1

@@ -13,15 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES, fixture_kind
+from tests.conftest import FIXTURES, RECIPE_APPLIED, fixture_kind
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.engine import rewrite_source
 from xlamigrate.kinds.python.rewrite import MODES
-from xlamigrate.request import FileContext
-
-# Every process a launcher starts took the recipe: gated on the signal where the write is
-# conditional, unconditional where it is not.
-RECIPE_APPLIED = FileContext(assume_migrated=True)
 
 CASES = [
     pytest.param(mode, case, id=f"{mode}/{case.name}")

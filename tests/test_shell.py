@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, RECIPE_APPLIED
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.engine import rewrite_source, scan_source
 from xlamigrate.kinds.python.rewrite import MODES
@@ -544,7 +544,13 @@ def test_neuron_cc_flags_next_to_a_syntax_error_is_reported_not_dropped(
         "python train.py\n"
     )
     outcome = rewrite_source(
-        "run.sh", text.encode(), "shell", catalogue, frozenset(catalogue.rules), "autocast"
+        "run.sh",
+        text.encode(),
+        "shell",
+        catalogue,
+        frozenset(catalogue.rules),
+        "autocast",
+        context=RECIPE_APPLIED,
     )
     assert [e.line for e in outcome.errors] == [5]  # bash: the `if` never ends
     assert outcome.rewritten is not None

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, RECIPE_APPLIED
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.engine import rewrite_source, scan_source
 from xlamigrate.kinds.python.rewrite import MODES
@@ -48,7 +48,13 @@ def removed(text: str, access: TextAccess) -> str:
 
 def rewrite(text: str, mode: str, catalogue: Catalogue) -> str:
     outcome = rewrite_source(
-        "t.yaml", text.encode(), "yaml", catalogue, frozenset(catalogue.rules), mode
+        "t.yaml",
+        text.encode(),
+        "yaml",
+        catalogue,
+        frozenset(catalogue.rules),
+        mode,
+        context=RECIPE_APPLIED,
     )
     assert outcome.errors == ()
     return (outcome.rewritten or outcome.original).decode()
@@ -454,7 +460,13 @@ def test_neuron_cc_flags_from_another_variable_is_reported_not_dropped(
         '          command: ["python", "train.py"]\n'
     )
     outcome = rewrite_source(
-        "job.yaml", text.encode(), "yaml", catalogue, frozenset(catalogue.rules), "autocast"
+        "job.yaml",
+        text.encode(),
+        "yaml",
+        catalogue,
+        frozenset(catalogue.rules),
+        "autocast",
+        context=RECIPE_APPLIED,
     )
     assert outcome.rewritten is not None
     assert "XLA_USE_BF16" not in outcome.rewritten.decode()

@@ -36,6 +36,7 @@ STANDALONE_PROJECT = FileContext()
 # once the files to parse hold this many bytes: libcst analyses some 40-80 KB/s per core.
 _POOL_MIN_BYTES = 16 * 1024
 _Result = TypeVar("_Result")
+_SCRIPT_KINDS = ("python", "notebook")  # planned before the launchers (they may get a recipe)
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,7 @@ def rewrite_paths(
         )
         by_path = {o.path: o for o in redone}
         planned = [by_path.get(o.path, o) for o in planned]
-    others = [job for job in work if job.kind != "python"]
+    others = [job for job in work if job.kind not in _SCRIPT_KINDS]
     planned += _run(layout.with_contexts(others), task, jobs, "rewrite")
     outcomes = sorted(planned, key=lambda outcome: outcome.path)
     errors = [*unreadable, *(e for outcome in outcomes for e in outcome.errors)]
@@ -186,7 +187,7 @@ class _Layout:
 
     def python_jobs(self, work: list[_Job], unreadable: list[FileError]) -> list[_Job]:
         """The flagged Python files and notebooks, and the launched scripts (read here)."""
-        jobs = [job for job in work if job.kind == "python" or job.kind == "notebook"]
+        jobs = [job for job in work if job.kind in _SCRIPT_KINDS]
         known = {job.display for job in work}
         for path in sorted(self.project.scripts):
             if path in known:

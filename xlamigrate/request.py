@@ -42,7 +42,11 @@ class FileContext:
             return found
         if self.assume_migrated:
             return WriteDecision(True, access.launched, self.signal if access.branch else None)
-        return WriteDecision(False, reason="xlamigrate does not know which script it reaches")
+        return WriteDecision(
+            False,
+            reason="rewritten alone, the script it starts is out of sight (rewrite the launcher"
+            " together with its scripts)",
+        )
 
 
 STANDALONE = FileContext()

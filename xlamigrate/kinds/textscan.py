@@ -28,7 +28,6 @@ from xlamigrate.suppression import is_suppressed, parse_suppressions
 
 _RECIPE_FLAGS = ("XLA_USE_BF16", "XLA_DOWNCAST_BF16")
 _AUTO_CAST_NONE = "--auto-cast=none"
-KEPT_RULE = "XM408"
 
 
 Analyse = Callable[[str, frozenset[str]], TextAnalysis]
@@ -258,8 +257,8 @@ class _TextPlan:
         edit = access.removal
         if is_enabling(access):
             decision = self.context.decision(access)
-            if not decision.migrated:
-                self.remaining.append(self._kept(finding, decision.reason))
+            if not decision.migrated:  # (reported manual already, with the reason)
+                self.remaining.append(finding)
                 return
             try:
                 replacement = self._replacement(access, decision.signal)
@@ -329,19 +328,6 @@ class _TextPlan:
                 self.fallbacks,
                 self.remaining,
             )
-
-    def _kept(self, finding: Finding, reason: str) -> Finding:
-        return manual_finding(
-            self.catalogue, KEPT_RULE, finding.path, finding.span, f"{_subject(finding)}; {reason}"
-        )
-
-
-def _subject(finding: Finding) -> str:
-    return (
-        f"{finding.variable} set to {finding.value!r}"
-        if finding.value
-        else f"{finding.variable} set"
-    )
 
 
 def _no_auto_cast_beside_a_legacy_flag(
