@@ -119,6 +119,12 @@ def _access_finding(
         code = READ_RULE if access.kind == "read" else DELETE_RULE
     rule = catalogue.rule(code)
     subject = _subject(access, first_writes) + getattr(access, "note", "")
+    launched = getattr(access, "launched", ())
+    if launched and access.target != "process":  # a child's env: the project does not follow it
+        subject += (
+            f"; it starts {', '.join(launched)}: give that script the recipe"
+            f" (xlamigrate rewrite {launched[0]}), then remove this write"
+        )
     value = access.value
     applicability = worst(
         rule.fix,
