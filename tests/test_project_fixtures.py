@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import FIXTURES
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.config import load_settings
-from xlamigrate.engine import rewrite_paths
+from xlamigrate.engine import rewrite_paths, scan_paths
 from xlamigrate.kinds.python.rewrite import MODES
 from xlamigrate.model import RewriteReport
 from xlamigrate.request import RewriteRequest
@@ -81,3 +81,25 @@ def test_project_rewrite(
     assert remaining(report) == expected_remaining(case, mode)
     again = rewrite_project(work, mode, catalogue)
     assert [o.path for o in again.outcomes if o.changed] == []
+
+
+@pytest.mark.parametrize(
+    "case", sorted(p for p in PROJECTS.iterdir() if (p / "before").is_dir()), ids=lambda p: p.name
+)
+def test_scan_says_what_the_rewrite_does_with_each_launcher_write(
+    case: Path, catalogue: Catalogue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A launcher finding is fixable exactly when `rewrite` (default mode) migrates it, and it
+    names the script it starts."""
+    monkeypatch.chdir(case / "before")
+    settings = load_settings([Path(".")], catalogue)
+    report = scan_paths([Path(".")], settings, catalogue, jobs=1)
+    left = set(expected_remaining(case, "full-bf16"))
+    launcher_writes = [
+        f for f in report.findings if f.code in ("XM101", "XM102") and not f.path.endswith(".py")
+    ]
+    for finding in launcher_writes:
+        key = f"{finding.path}:{finding.span.line}:{finding.span.column} {finding.code}"
+        assert finding.fix is not None
+        assert (finding.fix.applicability == "manual") == (key in left), finding.message
+        assert ".py" in finding.message, finding.message

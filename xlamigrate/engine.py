@@ -72,7 +72,12 @@ def scan_paths(
     discovery = discovery if discovery is not None else discover(paths, settings)
     enabled = catalogue.select(settings.select, settings.ignore)
     work, unreadable = _flagged_files(discovery, catalogue)
-    layout = _Layout.of(work, discovery, settings, catalogue, RewriteRequest("full-bf16"), jobs)
+    # The launchers' findings say what `rewrite` (in the configured mode) would do with them.
+    request = RewriteRequest(settings.mode or "full-bf16", target=settings.target)
+    layout = _Layout.of(work, discovery, settings, catalogue, request, jobs)
+    if layout.project.scripts:
+        plan = partial(_rewrite_job, catalogue=catalogue, enabled=enabled, request=request)
+        layout.settle(layout.script_jobs([]), plan, jobs)
     task = partial(_scan_job, catalogue=catalogue, enabled=enabled)
     scanned = _run(layout.with_contexts(work), task, jobs, "scan")
     results = [FileResult(e.path, errors=(e,)) for e in unreadable] + scanned
@@ -98,24 +103,7 @@ def rewrite_paths(
     work, unreadable = _flagged_files(discovery, catalogue)
     layout = _Layout.of(work, discovery, settings, catalogue, request, jobs)
     task = partial(_rewrite_job, catalogue=catalogue, enabled=enabled, request=request)
-    scripts = layout.python_jobs(work, unreadable)
-    failed: dict[str, str] = {}
-    planned = _run(layout.with_contexts(scripts), task, jobs, "rewrite")
-    for _ in range(3):  # each round only ever takes recipes away: it settles quickly
-        newly = {o.path: o.unapplied for o in planned if o.unapplied is not None}
-        if not newly:
-            break
-        failed.update(newly)
-        before = layout.contexts
-        layout.decide(failed)
-        again = {
-            j.display for j in scripts if layout.contexts.get(j.display) != before.get(j.display)
-        }
-        redone = _run(
-            layout.with_contexts([j for j in scripts if j.display in again]), task, jobs, "rewrite"
-        )
-        by_path = {o.path: o for o in redone}
-        planned = [by_path.get(o.path, o) for o in planned]
+    planned = layout.settle(layout.python_jobs(work, unreadable), task, jobs)
     others = [job for job in work if job.kind not in _SCRIPT_KINDS]
     planned += _run(layout.with_contexts(others), task, jobs, "rewrite")
     outcomes = sorted(planned, key=lambda outcome: outcome.path)
@@ -184,6 +172,30 @@ class _Layout:
         for path, recipe in project.scripts.items():
             contexts[path] = FileContext(recipe=recipe, platform=recipe.platform, signal=signal)
         self.contexts = contexts
+
+    def settle(
+        self, scripts: list[_Job], task: Callable[[_Job], RewriteOutcome], jobs: int | None
+    ) -> list[RewriteOutcome]:
+        """Plans the scripts; while some launched script cannot take its recipe whole, decides
+        again without it (its launchers' writes stay) and replans the scripts that changed.
+        Each round only takes recipes away, so it ends."""
+        failed: dict[str, str] = {}
+        planned = _run(self.with_contexts(scripts), task, jobs, "rewrite")
+        while True:
+            newly = {o.path: o.unapplied for o in planned if o.unapplied is not None}
+            newly = {path: why for path, why in newly.items() if path not in failed}
+            if not newly:
+                return planned
+            failed.update(newly)
+            before = self.contexts
+            self.decide(failed)
+            changed = [j for j in scripts if self.contexts.get(j.display) != before.get(j.display)]
+            redone = {o.path: o for o in _run(self.with_contexts(changed), task, jobs, "rewrite")}
+            planned = [redone.get(o.path, o) for o in planned]
+
+    def script_jobs(self, unreadable: list[FileError]) -> list[_Job]:
+        """The launched scripts alone (what a scan needs planned to know its launchers' fate)."""
+        return self.python_jobs([], unreadable)
 
     def python_jobs(self, work: list[_Job], unreadable: list[FileError]) -> list[_Job]:
         """The flagged Python files and notebooks, and the launched scripts (read here)."""
