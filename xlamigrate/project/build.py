@@ -7,7 +7,7 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from xlamigrate.kinds.textaccess import TextAnalysis
 from xlamigrate.project.decide import Inputs, decide
@@ -37,6 +37,7 @@ class ProjectBuilder:
     signal: str
     signal_configured: bool = False
     target: str | None = None
+    _counted: dict[tuple[bytes, ...], dict[str, dict[str, int]]] = field(default_factory=dict)
 
     def launchers(self, analysed: Sequence[Analysed]) -> list[Launcher]:
         found = [launcher_of(a.path, a.kind, a.text, a.analysis) for a in analysed]
@@ -90,11 +91,15 @@ class ProjectBuilder:
         words = sorted(names | {self.signal}, key=len, reverse=True)
         alternatives = "|".join(re.escape(w) for w in words)
         pattern = re.compile(rf"(?<![\w.-])(?:{alternatives})(?![\w])".encode())
+        key_words = tuple(word.encode() for word in words)
+        cached = self._counted.get(key_words)
+        if cached is not None:
+            return cached
         counts: dict[str, dict[str, int]] = {}
         for path in self.others:
             data = self.read(path)
-            if data is None:
-                continue
+            if data is None or not any(word in data for word in key_words):
+                continue  # (a substring test first: the regex is ten times slower)
             for match in pattern.finditer(data):
                 if _copied(data, match.start()):
                     continue
@@ -102,6 +107,7 @@ class ProjectBuilder:
                 key = "" if word == self.signal else word
                 per_file = counts.setdefault(path, {})
                 per_file[key] = per_file.get(key, 0) + 1
+        self._counted[key_words] = counts
         return counts
 
     def _signal(self, counts: Mapping[str, Mapping[str, int]]) -> str:
