@@ -253,8 +253,17 @@ def base_environment() -> dict[str, str]:
     return {key: value for key, value in os.environ.items() if key not in SCRUBBED_ENV}
 
 
-def launch(tools: Tools, project: Path, config: str, label: str, out: Path) -> LaunchRun:
-    """`bash run_clm.sh CONFIG` in `project`, under the recorder and the probe."""
+def launch(
+    tools: Tools,
+    project: Path,
+    config: str,
+    label: str,
+    out: Path,
+    launcher: str = LAUNCHER,
+    step_limit: int = STEPS,
+) -> LaunchRun:
+    """`bash LAUNCHER CONFIG` in `project`, under the recorder and the probe (which ends the
+    process after `step_limit` optimizer steps; 0: the script ends on its own)."""
     out.mkdir(parents=True)
     records, probes, log = out / "records", out / "probes", out / "torchrun.log"
     records.mkdir()
@@ -267,7 +276,7 @@ def launch(tools: Tools, project: Path, config: str, label: str, out: Path) -> L
             "PATH": os.pathsep.join([str(tools.bin), os.environ.get("PATH", "")]),
             "STEPS": str(STEPS),
             recorder.RECORD_DIR: str(records),
-            recorder.STEP_LIMIT: str(STEPS),
+            recorder.STEP_LIMIT: str(step_limit),
             PROBE_DIR: str(probes),
             "TORCHRUN_SHIM_LOG": str(log),
         }
@@ -275,7 +284,7 @@ def launch(tools: Tools, project: Path, config: str, label: str, out: Path) -> L
     started = time.monotonic()
     try:
         completed = subprocess.run(
-            ["bash", LAUNCHER, config],
+            ["bash", launcher, config],
             cwd=project, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
             timeout=300,
         )  # fmt: skip
@@ -319,8 +328,8 @@ class Migration:
     output: str
 
 
-def migrate(folder: Path, mode: str) -> Migration:
-    shutil.copytree(PROJECT, folder)
+def migrate(folder: Path, mode: str, project: Path = PROJECT) -> Migration:
+    shutil.copytree(project, folder)
     result = subprocess.run(
         [sys.executable, "-m", "xlamigrate", "rewrite", "--mode", mode, "."],
         cwd=folder, env=base_environment(), capture_output=True, text=True, timeout=120,

@@ -171,6 +171,10 @@ class _Layout:
         }
         for path, recipe in project.scripts.items():
             contexts[path] = FileContext(recipe=recipe, platform=recipe.platform, signal=signal)
+        for path, recipe in self.builder.modules_of(project).items():
+            contexts.setdefault(
+                path, FileContext(imported_by=recipe, platform=recipe.platform, signal=signal)
+            )
         self.contexts = contexts
 
     def settle(
@@ -284,10 +288,15 @@ def _run(
 
 
 def scan_source(
-    path: str, data: bytes, kind: str, catalogue: Catalogue, enabled: frozenset[str]
+    path: str,
+    data: bytes,
+    kind: str,
+    catalogue: Catalogue,
+    enabled: frozenset[str],
+    context: FileContext = STANDALONE,
 ) -> FileResult:
     """Scans one file's bytes as the given kind ("python", "shell", "dotenv"...)."""
-    return kinds.load(kind).scan(path, data, catalogue, enabled)
+    return kinds.load(kind).scan(path, data, catalogue, enabled, context)
 
 
 def rewrite_source(
@@ -311,7 +320,7 @@ def _scan_job(job: _Job, catalogue: Catalogue, enabled: frozenset[str]) -> FileR
         if kinds.analyses_launches(job.kind):  # the project's word on its enabling writes
             launcher = kinds.load_launcher(job.kind)
             return launcher.scan(job.display, job.data, catalogue, enabled, job.context)
-        return scan_source(job.display, job.data, job.kind, catalogue, enabled)
+        return scan_source(job.display, job.data, job.kind, catalogue, enabled, job.context)
     except Exception as crash:  # one bad file must not end the run: report it and go on
         return FileResult(job.display, errors=(_crash(job, crash),))
 

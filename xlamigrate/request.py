@@ -35,6 +35,14 @@ class FileContext:
     platform: str = "neuron"
     assume_migrated: bool = False
     signal: str = DEFAULT_SIGNAL
+    # A module a launched script imports (from the script's own folder): the recipe of the
+    # script(s) that import it, against which its reads of the flag resolve.
+    imported_by: ScriptRecipe | None = None
+
+    @property
+    def reads_against(self) -> ScriptRecipe | None:
+        """The recipe the file's reads of a legacy flag are resolved against (None: left)."""
+        return self.recipe or self.imported_by
 
     def decision(self, access: TextAccess) -> WriteDecision:
         found = self.writes.get(access.start)

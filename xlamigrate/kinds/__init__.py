@@ -76,7 +76,12 @@ class KindModule(Protocol):
     (and optionally `preload(task)`, see `preload`)."""
 
     def scan(
-        self, path: str, data: bytes, catalogue: Catalogue, enabled: frozenset[str]
+        self,
+        path: str,
+        data: bytes,
+        catalogue: Catalogue,
+        enabled: frozenset[str],
+        context: FileContext | None = ...,
     ) -> FileResult: ...
 
     def rewrite(

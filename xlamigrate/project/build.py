@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 
 from xlamigrate.kinds.textaccess import TextAnalysis
 from xlamigrate.project.decide import Inputs, decide
+from xlamigrate.project.imports import imported_modules
 from xlamigrate.project.launchers import launcher_of, sets_rounding
-from xlamigrate.project.model import Launcher, Project
+from xlamigrate.project.model import Launcher, Project, ScriptRecipe
 from xlamigrate.project.resolve import ScriptResolver
 
 # Used when the default signal's name already means something else in the tree.
@@ -38,6 +39,21 @@ class ProjectBuilder:
     signal_configured: bool = False
     target: str | None = None
     _counted: dict[tuple[bytes, ...], dict[str, dict[str, int]]] = field(default_factory=dict)
+
+    def modules_of(self, project: Project) -> dict[str, ScriptRecipe]:
+        """The in-tree modules the launched scripts import, each with the recipe its reads of
+        the flag resolve against (merged over the scripts importing it; a module imported by
+        scripts whose recipes disagree on being gated gets none)."""
+        importers: dict[str, list[ScriptRecipe]] = {}
+        for script, recipe in project.scripts.items():
+            for module in imported_modules(script, self.read, self.resolver.files):
+                if module not in project.scripts:
+                    importers.setdefault(module, []).append(recipe)
+        merged = {}
+        for module, recipes in importers.items():
+            if len({recipe.signal for recipe in recipes}) == 1:
+                merged[module] = _merged(recipes)
+        return merged
 
     def launchers(self, analysed: Sequence[Analysed]) -> list[Launcher]:
         found = [launcher_of(a.path, a.kind, a.text, a.analysis) for a in analysed]
@@ -147,3 +163,18 @@ def _named_elsewhere(
             continue
         return True
     return False
+
+
+def _merged(recipes: Sequence[ScriptRecipe]) -> ScriptRecipe:
+    """One recipe standing for several scripts' (same signal): their configurations together."""
+    first = recipes[0]
+    if len(recipes) == 1:
+        return first
+    return ScriptRecipe(
+        path=first.path,
+        signal=first.signal,
+        flags=tuple(sorted({flag for recipe in recipes for flag in recipe.flags})),
+        launchers=tuple(dict.fromkeys(x for recipe in recipes for x in recipe.launchers)),
+        platform=first.platform,
+        configurations=tuple(dict.fromkeys(c for recipe in recipes for c in recipe.configurations)),
+    )

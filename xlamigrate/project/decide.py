@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from xlamigrate.kinds.textaccess import LaunchSite, runs_with
+from xlamigrate.kinds.textaccess import LaunchSite, exclusive, runs_with
 from xlamigrate.project.model import (
+    Configuration,
     EnablingWrite,
     Launcher,
     Project,
@@ -106,17 +107,39 @@ def _recipe(
         for launcher in launchers
         for site in _sites_of(script, launcher, inputs)
     )
+    signal = None if unconditional else inputs.signal
     platforms = {launcher.platform for launcher, _ in reached} - {None}
     platform = platforms.pop() if len(platforms) == 1 else None
     platform = platform or inputs.default_platform
     return ScriptRecipe(
         path=script,
-        signal=None if unconditional else inputs.signal,
+        signal=signal,
         flags=tuple(sorted({write.variable for _, write in reached})),
         launchers=paths,
         platform=platform,
         rounding_elsewhere=any(inputs.rounding_writes.get(path, False) for path in paths),
+        configurations=_configurations(reached, gated=signal is not None),
     )
+
+
+def _configurations(
+    reached: list[tuple[Launcher, EnablingWrite]], gated: bool
+) -> tuple[Configuration, ...]:
+    """The flag settings the script is launched with: per enabling write, the flags of the
+    writes of its launcher that may run with it (not in another arm of a construct); and, where
+    the recipe is gated, the launches that set none."""
+    found: dict[frozenset[str], list[str]] = {}
+    for launcher, write in reached:
+        flags = frozenset(
+            other.variable
+            for owner, other in reached
+            if owner.path == launcher.path and not exclusive(other.branch, write.branch)
+        )
+        found.setdefault(flags, []).append(f"{launcher.path}:{write.line}")
+    configurations = [Configuration(flags, tuple(where)) for flags, where in found.items()]
+    if gated:
+        configurations.append(Configuration(frozenset()))
+    return tuple(configurations)
 
 
 def _sites_of(script: str, launcher: Launcher, inputs: Inputs) -> list[LaunchSite]:

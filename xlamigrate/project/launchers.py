@@ -27,7 +27,9 @@ def is_enabling(access: TextAccess) -> bool:
 
 def launcher_of(path: str, kind: str, text: str, analysis: TextAnalysis) -> Launcher:
     writes = tuple(
-        EnablingWrite(path, a.start, a.variable, a.branch, a.launched)
+        EnablingWrite(
+            path, a.start, a.variable, a.branch, a.launched, text.count("\n", 0, a.start) + 1
+        )
         for a in analysis.accesses
         if is_enabling(a)
     )

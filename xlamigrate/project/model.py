@@ -17,6 +17,7 @@ class EnablingWrite:
     variable: str
     branch: Branch
     launched: tuple[str, ...]  # the scripts it reaches, as written
+    line: int = 0  # 1-based, for messages
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,20 @@ class WriteDecision:
 
 
 @dataclass(frozen=True)
+class Configuration:
+    """One way the launchers start a script, as far as the legacy flags go: the flags it set
+    to "1" (none: a launch that set neither) and the writes that set them ("run.sh:12")."""
+
+    flags: frozenset[str]
+    where: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        if not self.flags:
+            return "launches that set no flag"
+        return " + ".join(sorted(self.flags)) + f" ({', '.join(self.where)})"
+
+
+@dataclass(frozen=True)
 class ScriptRecipe:
     """The recipe a launched script gets: under `signal` (an environment variable its
     launchers now set where they set the flag) or, with no signal, unconditionally."""
@@ -55,6 +70,8 @@ class ScriptRecipe:
     # Writes of NEURON_RT_STOCHASTIC_ROUNDING_EN=1 the launchers keep for every configuration
     # (fp32-copy turns rounding off under the signal instead of deleting them).
     rounding_elsewhere: bool = False
+    # The configurations it is launched in (the flag-free one too, where the recipe is gated).
+    configurations: tuple[Configuration, ...] = ()
 
 
 @dataclass(frozen=True)

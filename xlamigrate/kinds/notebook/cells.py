@@ -77,8 +77,13 @@ class _Collected:
 
 
 def scan_notebook(
-    path: str, data: bytes, catalogue: Catalogue, enabled: frozenset[str]
+    path: str,
+    data: bytes,
+    catalogue: Catalogue,
+    enabled: frozenset[str],
+    context: FileContext | None = None,
 ) -> FileResult:
+    """(`context`: a notebook is never a launched script or a module one imports.)"""
     from xlamigrate.kinds.python.scan import scan_python
 
     notebook = load(path, data)

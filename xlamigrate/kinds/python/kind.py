@@ -21,13 +21,19 @@ def preload(task: str) -> None:
     importlib.import_module(_TASK_MODULES[task])
 
 
-def scan(path: str, data: bytes, catalogue: Catalogue, enabled: frozenset[str]) -> FileResult:
+def scan(
+    path: str,
+    data: bytes,
+    catalogue: Catalogue,
+    enabled: frozenset[str],
+    context: FileContext | None = None,
+) -> FileResult:
     from xlamigrate.kinds.python.scan import scan_python
 
     too_deep = nesting_error(path, data)
     if too_deep is not None:
         return FileResult(path, errors=(too_deep,))
-    return scan_python(path, data, catalogue, enabled)
+    return scan_python(path, data, catalogue, enabled, context or STANDALONE)
 
 
 def rewrite(

@@ -33,6 +33,8 @@ class Plan:
         default_factory=list
     )
     removed_elements: set[cst.DictElement | cst.Arg] = field(default_factory=set)
+    # An `if` that goes, leaving its body (True) or its else's (False) in its place.
+    collapsed: dict[cst.If, bool] = field(default_factory=dict)
     swapped: dict[cst.CSTNode, cst.CSTNode] = field(default_factory=dict)
     imports: set[tuple[str, str | None]] = field(default_factory=set)
 
@@ -45,6 +47,7 @@ class Plan:
             or self.wraps
             or self.removed_elements
             or self.swapped
+            or self.collapsed
         )
 
     def insert_before(self, statement: cst.BaseStatement, code: list[cst.BaseStatement]) -> None:
@@ -155,6 +158,9 @@ class _Applier(cst.CSTTransformer):
         self, original: cst.BaseStatement, updated: cst.BaseStatement
     ) -> list[cst.BaseStatement]:
         plan = self.plan
+        if isinstance(original, cst.If) and original in plan.collapsed:
+            assert isinstance(updated, cst.If)
+            return _collapsed(updated, plan.collapsed[original])
         if not isinstance(original, cst.SimpleStatementLine):
             return [updated]
         assert isinstance(updated, cst.SimpleStatementLine)
@@ -199,6 +205,21 @@ class _Applier(cst.CSTTransformer):
             body = [*body[:start], wrapped, *body[end:]]
             free_until = start
         return body
+
+
+def _collapsed(statement: cst.If, keep_body: bool) -> list[cst.BaseStatement]:
+    """What is left of an `if` that goes: its body's or its else's statements, dedented."""
+    orelse = statement.orelse
+    suite = statement.body if keep_body else orelse.body if isinstance(orelse, cst.Else) else None
+    kept: list[cst.BaseStatement] = []
+    if isinstance(suite, cst.SimpleStatementSuite):
+        kept.append(cst.SimpleStatementLine(body=suite.body))
+    elif isinstance(suite, cst.IndentedBlock):
+        kept.extend(suite.body)
+    if not kept:
+        return []
+    kept[0] = _with_leading(kept[0], [*statement.leading_lines, *_leading(kept[0])])
+    return kept
 
 
 def _merge_leading(carried: list[cst.EmptyLine], own: list[cst.EmptyLine]) -> list[cst.EmptyLine]:

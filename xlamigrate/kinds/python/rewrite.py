@@ -27,6 +27,7 @@ from xlamigrate.kinds.python.envaccess import EnvAccess, analyse_env_accesses
 from xlamigrate.kinds.python.literals import string_value
 from xlamigrate.kinds.python.parse import parse_python
 from xlamigrate.kinds.python.plan import Plan, apply_plan
+from xlamigrate.kinds.python.reads import ReadPlan, float32_spelling, read_outcomes
 from xlamigrate.kinds.python.scan import reported
 from xlamigrate.kinds.python.training import TrainingScript, code_of, collect_nodes
 from xlamigrate.model import FileError, Finding, RewriteOutcome, Span
@@ -128,6 +129,8 @@ class _Planner:
     fixed: list[Finding] = field(default_factory=list)
     remaining: list[Finding] = field(default_factory=list)
     enabling: list[_Enabling] = field(default_factory=list)
+    # What "the recipe is on" reads as in this module, once something needed it.
+    gate: cst.BaseExpression | None = None
 
     def __post_init__(self) -> None:
         self.script = TrainingScript(self.wrapper)
@@ -135,6 +138,7 @@ class _Planner:
         self.mode = self.request.mode
         self.unsafe_fixes = self.request.unsafe_fixes
         self.launched = self.context.recipe
+        self.reads_against = self.context.reads_against
 
     def unapplied(self) -> str | None:
         """Why the recipe a launcher asked for could not go in whole (None: it did)."""
@@ -150,7 +154,11 @@ class _Planner:
 
     def make_plan(self, pairs: Sequence[tuple[object, Finding]]) -> Plan:
         update_calls: dict[cst.Call, list[cst.CSTNode]] = {}
+        reads: dict[cst.CSTNode, Finding] = {}  # by node: equal accesses are not the same read
         for item, finding in pairs:
+            if isinstance(item, EnvAccess) and item.kind == "read" and self.reads_against:
+                reads[item.node] = finding
+                continue
             allowed = finding.fix is not None and (
                 finding.fix.applicability == "safe"
                 or (finding.fix.applicability == "unsafe" and self.unsafe_fixes)
@@ -168,6 +176,8 @@ class _Planner:
             self.enabling.append(launched)
             if launched.condition.full is not None:
                 self._launched_environment(self.launched, launched.condition.full)
+        if reads:
+            self._resolve_reads(reads)
         if self.enabling:
             self._apply_recipe()
         return self.plan
@@ -236,17 +246,35 @@ class _Planner:
         module = self.wrapper.module
         if recipe.signal is None:
             return _Enabling(None, None, Condition(True, None, None, module))
-        self.plan.imports.add(("os", None))
-        read = f'os.environ.get("{recipe.signal}") == "1"'
-        if re.search(rf"\b{recipe.signal}\b", module.code):
-            gate: cst.BaseExpression = cst.parse_expression(read)
+        return _Enabling(None, None, Condition(True, None, self._recipe_gate(recipe), module))
+
+    def _recipe_gate(self, recipe: ScriptRecipe) -> cst.BaseExpression:
+        """ "The recipe is on" in this module: the signal read once into a module constant of
+        its name (the read itself where the module already uses that name); a constant True
+        where every launch gets the recipe."""
+        if self.gate is not None:
+            return self.gate
+        name = recipe.signal or self.request.signal
+        by = ", ".join(recipe.launchers[:2]) + (" ..." if len(recipe.launchers) > 2 else "")
+        flags = " / ".join(recipe.flags)
+        if recipe.signal is None:
+            value = "True"
+            comment = (
+                f"# Every launch of this script by {by} set {flags}: the recipe is always on.\n"
+            )
         else:
-            gate = cst.Name(recipe.signal)
-            by = ", ".join(recipe.launchers[:2]) + (" ..." if len(recipe.launchers) > 2 else "")
-            flags = " / ".join(recipe.flags)
+            self.plan.imports.add(("os", None))
+            value = f'os.environ.get("{recipe.signal}") == "1"'
             comment = f"# Set by {by} where it used to set {flags}.\n"
-            self._after_imports(cst.parse_statement(f"{comment}{recipe.signal} = {read}\n"))
-        return _Enabling(None, None, Condition(True, None, gate, module))
+        if re.search(rf"\b{name}\b", self.wrapper.module.code):
+            self.gate = cst.parse_expression(value)
+        else:
+            self.gate = cst.Name(name)
+            statement = cst.parse_statement(f"{comment}{name} = {value}\n")
+            assert isinstance(statement, cst.SimpleStatementLine)
+            leading = [cst.EmptyLine(), *statement.leading_lines]  # apart from the imports
+            self._after_imports(statement.with_changes(leading_lines=leading))
+        return self.gate
 
     def _launched_environment(self, recipe: ScriptRecipe, gate: cst.BaseExpression) -> None:
         """Under the signal, the script sets what the launcher's flag implied on Neuron (with no
@@ -264,6 +292,39 @@ class _Planner:
         if code:
             self.plan.imports.add(("os", None))
             self._after_imports(_under(gate, [cst.parse_statement(code)]))
+
+    # -- reads of the flag ----------------------------------------------------------------------
+
+    def _resolve_reads(self, findings: dict[cst.CSTNode, Finding]) -> None:
+        """Each flag test of the module, per `read_outcomes`: it reads the recipe's gate, or
+        its float64 branch goes, or it stays for a hand edit, with its values per configuration."""
+        recipe = self.reads_against
+        assert recipe is not None
+        for outcome in read_outcomes(
+            self.script, self.accesses, findings, recipe, self.request.signal
+        ):
+            read = outcome.read
+            if not outcome.resolved:
+                self.remaining.extend(outcome.findings)
+                continue
+            self.fixed.extend(outcome.findings)
+            if read.resolution == "collapse":
+                self._collapse(read)
+                continue
+            gate = self._recipe_gate(recipe)
+            self.plan.swapped[read.top] = _gate_expression(gate, read, self.script)
+            for node in read.float32:
+                self.plan.swapped[node] = float32_spelling(node)
+
+    def _collapse(self, read: ReadPlan) -> None:
+        conditional = read.collapsed
+        if isinstance(conditional, cst.IfExp):
+            kept = conditional.body if read.keep_body else conditional.orelse
+            if conditional.lpar and not kept.lpar:
+                kept = kept.with_changes(lpar=conditional.lpar, rpar=conditional.rpar)
+            self.plan.swapped[conditional] = kept
+        elif isinstance(conditional, cst.If):
+            self.plan.collapsed[conditional] = read.keep_body
 
     def _after_imports(self, statement: cst.BaseStatement) -> None:
         anchor = _after_imports(self.wrapper.module)
@@ -576,6 +637,24 @@ class _Planner:
 
     def _manual(self, code: str, span: Span, subject: str) -> Finding:
         return manual_finding(self.catalogue, code, self.path, span, subject)
+
+
+def _gate_expression(
+    gate: cst.BaseExpression, read: ReadPlan, script: TrainingScript
+) -> cst.BaseExpression:
+    """The gate (or `not` it) in place of a flag test, parenthesized where it needs to be."""
+    expression = gate.deep_clone()
+    if read.negated:
+        expression = cst.UnaryOperation(cst.Not(), expression)
+    top = read.top
+    needs_parentheses = not isinstance(expression, cst.Name) and not isinstance(
+        script.parent(top), (cst.If, cst.While, cst.IfExp, cst.Assert, cst.Assign, cst.Return)
+    )
+    if top.lpar:
+        return expression.with_changes(lpar=top.lpar, rpar=top.rpar)
+    if needs_parentheses:
+        return expression.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    return expression
 
 
 def _after_imports(module: cst.Module) -> cst.BaseStatement | None:

@@ -20,18 +20,34 @@ from xlamigrate.kinds.python.envaccess import (
 )
 from xlamigrate.kinds.python.parse import parse_python
 from xlamigrate.model import FileError, FileResult, Finding
+from xlamigrate.request import STANDALONE, FileContext
 from xlamigrate.suppression import is_suppressed, parse_suppressions
 
 
 def scan_python(
-    path: str, data: bytes, catalogue: Catalogue, enabled: frozenset[str]
+    path: str,
+    data: bytes,
+    catalogue: Catalogue,
+    enabled: frozenset[str],
+    context: FileContext = STANDALONE,
 ) -> FileResult:
     parsed = parse_python(path, data)
     if isinstance(parsed, FileError):
         return FileResult(path, errors=(parsed,))
     wrapper = MetadataWrapper(parsed, unsafe_skip_copy=True)
     analysis = analyse_env_accesses(wrapper, catalogue.flags)
-    found = [finding for _, finding in reported(path, wrapper, analysis, catalogue, enabled)]
+    pairs = reported(path, wrapper, analysis, catalogue, enabled)
+    recipe = context.reads_against
+    reads = {a.node: f for a, f in pairs if isinstance(a, EnvAccess) and a.kind == "read"}
+    if recipe is not None and reads:  # what the rewrite makes of them, as it would say it
+        from xlamigrate.kinds.python.reads import read_outcomes
+        from xlamigrate.kinds.python.training import TrainingScript
+
+        script = TrainingScript(wrapper)
+        outcomes = read_outcomes(script, analysis.accesses, reads, recipe, context.signal)
+        worded = {(f.span, f.code): f for o in outcomes for f in o.findings}
+        pairs = [(item, worded.get((f.span, f.code), f)) for item, f in pairs]
+    found = [finding for _, finding in pairs]
     found += command_findings(path, wrapper, analysis.commands, catalogue, enabled)
     return FileResult(path, findings=tuple(sorted(found, key=lambda f: f.sort_key)))
 

@@ -3,6 +3,7 @@ model feeds it), where a model is moved to its device, and the forward pass befo
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -25,6 +26,7 @@ AUTOCAST_CALLS = frozenset(
         "torch.cpu.amp.autocast", "torch_xla.amp.autocast", "autocast",
     }
 )  # fmt: skip
+_OPTIMIZER_CLASS_NAME = re.compile(r"Adam|SGD|Optim|Lamb|LAMB|Lion|Adafactor")
 _MODEL_PARAMETER_HINTS = ("model", "net", "module")
 _BlockOwner = cst.Module | cst.IndentedBlock
 _NodeT = TypeVar("_NodeT", bound=cst.CSTNode)
@@ -126,7 +128,10 @@ class TrainingScript:
         ):
             return True
         last = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
-        return last in OPTIMIZER_NAMES
+        # A project's own optimizer class (AdamW_FP32OptimParams, ZeroOneAdam...) by its name.
+        return last in OPTIMIZER_NAMES or (
+            last[:1].isupper() and _OPTIMIZER_CLASS_NAME.search(last) is not None
+        )
 
     def _model_feeding(self, params: cst.BaseExpression) -> cst.BaseExpression | None:
         """The module whose parameters an optimizer's params argument is built from."""

@@ -1,0 +1,70 @@
+"""The in-tree modules a launched script imports: what `python script.py` finds on sys.path[0]
+(the script's own folder), followed through those modules' own imports.
+
+Only the script's folder counts: a package installed from elsewhere in the tree (`pip install
+-e .`, a library under src/) serves other scripts too, and is not the launch's to change.
+"""
+
+from __future__ import annotations
+
+import ast
+import posixpath
+from collections.abc import Callable, Collection, Iterator
+
+
+def imported_modules(
+    script: str, read: Callable[[str], bytes | None], python: Collection[str]
+) -> list[str]:
+    """The display paths of the project's Python files `script` imports, directly or not."""
+    root = posixpath.dirname(script)
+    found: list[str] = []
+    seen = {script}
+    pending = [script]
+    while pending:
+        current = pending.pop()
+        data = read(current)
+        if data is None:
+            continue
+        try:
+            tree = ast.parse(data)
+        except (SyntaxError, ValueError):
+            continue
+        for module in _imports(tree, root, current, python):
+            if module not in seen:
+                seen.add(module)
+                found.append(module)
+                pending.append(module)
+    return found
+
+
+def _imports(tree: ast.Module, root: str, current: str, python: Collection[str]) -> Iterator[str]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield from _candidates(root, alias.name.split("."), python)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = posixpath.dirname(current)
+                for _ in range(node.level - 1):
+                    base = posixpath.dirname(base)
+            else:
+                base = root
+            parts = node.module.split(".") if node.module else []
+            yield from _candidates(base, parts, python)
+            for alias in node.names:  # `from package import module`
+                yield from _candidates(base, [*parts, alias.name], python, packages=False)
+
+
+def _candidates(
+    base: str, parts: list[str], python: Collection[str], packages: bool = True
+) -> Iterator[str]:
+    """The files `import a.b` loads from `base`: a/__init__.py, a/b.py or a/b/__init__.py."""
+    if not parts:
+        return
+    for depth in range(1, len(parts) + 1):
+        stem = posixpath.join(base, *parts[:depth]) if base else posixpath.join(*parts[:depth])
+        last = depth == len(parts)
+        if last and f"{stem}.py" in python:
+            yield f"{stem}.py"
+        elif (packages or last) and f"{stem}/__init__.py" in python:
+            yield f"{stem}/__init__.py"
