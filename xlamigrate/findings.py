@@ -122,8 +122,8 @@ def _access_finding(
     launched = getattr(access, "launched", ())
     if launched and access.target != "process":  # a child's env: the project does not follow it
         subject += (
-            f"; it starts {', '.join(launched)}: give that script the recipe"
-            f" (xlamigrate rewrite {launched[0]}), then remove this write"
+            f"; it starts {', '.join(launched)}: this launch is not followed yet, so put the"
+            " recipe in that script by hand, then remove this write"
         )
     value = access.value
     applicability = worst(

@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass
 
 _C_SPACE = " \t\n\v\f\r"
+# The legacy flags that turned bf16 on: what a recipe replaces (the FP16 ones did nothing).
+RECIPE_FLAGS = ("XLA_USE_BF16", "XLA_DOWNCAST_BF16")
 
 
 def torch_xla_enabled(value: str) -> bool:

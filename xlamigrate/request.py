@@ -38,6 +38,9 @@ class FileContext:
     # A module a launched script imports (from the script's own folder): the recipe of the
     # script(s) that import it, against which its reads of the flag resolve.
     imported_by: ScriptRecipe | None = None
+    # Python scripts this file's own process starts (a notebook's `!python train.py`): they
+    # inherit its environment, so its writes of a legacy flag reach them too.
+    children: tuple[str, ...] = ()
 
     @property
     def reads_against(self) -> ScriptRecipe | None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.findings import MENTION_RULE, access_findings, manual_finding, mention_finding
+from xlamigrate.flagvalue import RECIPE_FLAGS
 from xlamigrate.kinds.embedded import SHELL_SYNTAX, CannotRender
 from xlamigrate.kinds.textaccess import (
     LineIndex,
@@ -26,7 +27,6 @@ from xlamigrate.project.launchers import is_enabling
 from xlamigrate.request import STANDALONE, FileContext, RewriteRequest
 from xlamigrate.suppression import is_suppressed, parse_suppressions
 
-_RECIPE_FLAGS = ("XLA_USE_BF16", "XLA_DOWNCAST_BF16")
 _AUTO_CAST_NONE = "--auto-cast=none"
 
 
@@ -345,7 +345,7 @@ def _no_auto_cast_beside_a_legacy_flag(
         return edits  # nothing would add --auto-cast=none
     chosen = {(edit.start, edit.end) for edit in edits}
     for write in writes:
-        if write.variable not in _RECIPE_FLAGS or (write.value and write.value.enabled is False):
+        if write.variable not in RECIPE_FLAGS or (write.value and write.value.enabled is False):
             continue
         spans = {
             write.assignment,

@@ -3,12 +3,11 @@ into the signal) and where it launches Python scripts."""
 
 from __future__ import annotations
 
+from xlamigrate.flagvalue import RECIPE_FLAGS
 from xlamigrate.kinds.textaccess import LaunchSite, TextAccess, TextAnalysis
 from xlamigrate.neuronflags import STOCHASTIC_ROUNDING
 from xlamigrate.project.model import EnablingWrite, Launcher
 from xlamigrate.project.platform import platform_of
-
-RECIPE_FLAGS = ("XLA_USE_BF16", "XLA_DOWNCAST_BF16")
 
 
 def is_enabling(access: TextAccess) -> bool:

@@ -23,7 +23,7 @@ from xlamigrate.kinds.notebook.kernel import Kernel, R, run_kernel, split
 from xlamigrate.kinds.notebook.magics import CellRole, cell_role
 from xlamigrate.kinds.notebook.mentions import NOT_READ, line_magics, mentions
 from xlamigrate.kinds.notebook.place import Where, in_file, placed
-from xlamigrate.kinds.notebook.shell import scan_shell, shell_slices
+from xlamigrate.kinds.notebook.shell import launched_scripts, scan_shell, shell_slices
 from xlamigrate.model import FileError, FileResult, Finding, RewriteOutcome
 from xlamigrate.request import STANDALONE, FileContext, RewriteRequest
 
@@ -90,7 +90,8 @@ def scan_notebook(
     if isinstance(notebook, FileError):
         return FileResult(path, errors=(notebook,))
     cells, collected = _cells(notebook), _Collected()
-    run = partial(scan_python, path, catalogue=catalogue, enabled=enabled)
+    kernel_context = FileContext(children=_children(cells))
+    run = partial(scan_python, path, catalogue=catalogue, enabled=enabled, context=kernel_context)
     kernel = _kernel(path, cells, catalogue, collected, run)
     if kernel.result is not None:
         collected.found.extend(placed(f, kernel.module.where) for f in kernel.result.findings)
@@ -132,6 +133,7 @@ def rewrite_notebook(
         catalogue=catalogue,
         enabled=enabled,
         request=request,
+        context=FileContext(children=_children(cells)),
     )
     kernel = _kernel(path, cells, catalogue, collected, run)
     if kernel.result is not None:
@@ -173,6 +175,12 @@ def _kernel(
     kernel = run_kernel(path, sources, catalogue.flags, run)
     collected.errors.extend(kernel.broken)
     return kernel
+
+
+def _children(cells: list[_Cell]) -> tuple[str, ...]:
+    """The scripts the notebook's shell lines and cells start (they inherit the kernel's
+    environment, `%env` included)."""
+    return launched_scripts([(cell.source, cell.role) for cell in cells])
 
 
 def _python_text(cell: _Cell) -> bool:

@@ -154,7 +154,10 @@ def split(code: str, module: Module, originals: Mapping[int, str]) -> dict[int, 
         if masked and int(masked["mark"]) in module.magics:
             mark = int(masked["mark"])
             restored.add(mark)
-            line = _reindented(*module.magics[mark], masked["indent"])
+            original, indent = module.magics[mark]
+            if mark in module.env_marks:
+                original = _with_new_value(line, original)
+            line = _reindented(original, indent, masked["indent"])
             line = line if line.endswith("\n") else line + "\n"  # code may follow it now
         if current is None:
             preamble.append(line)
@@ -179,6 +182,26 @@ def split(code: str, module: Module, originals: Mapping[int, str]) -> dict[int, 
         )
         result[first] = at_top(result[first], "".join(preamble))
     return result
+
+
+def _with_new_value(python: str, original: str) -> str:
+    """A `%env NAME=VALUE` line with the value the rewrite gave the write it stood for (a
+    NEURON_CC_FLAGS merge), or as it was."""
+    code = python.split(_ENV_MARK.format(mark=""), 1)[0].strip()
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return original
+    statement = tree.body[0] if len(tree.body) == 1 else None
+    value = statement.value if isinstance(statement, ast.Assign) else None
+    if not isinstance(value, ast.Constant) or not isinstance(value.value, str):
+        return original
+    escaped = escaped_lines([original])
+    old = escaped[0].escape.value if escaped else None
+    text = original.rstrip("\r\n")
+    if old is None or value.value == old or not text.endswith(old):
+        return original
+    return text[: len(text) - len(old)] + value.value + original[len(text) :]
 
 
 def _reindented(line: str, indent: str, now: str) -> str:

@@ -55,3 +55,25 @@ def scan_shell(
         )
 
     return scan_text(path, source.encode("utf-8"), TextKind(analyse, render), catalogue, enabled)
+
+
+def launched_scripts(cells: Sequence[tuple[str, CellRole]]) -> tuple[str, ...]:
+    """The Python scripts the notebook's shell texts start (`!torchrun train.py`, a `%%bash`
+    cell's `python train.py`), as written: children of the kernel, which inherit its `%env`."""
+    from xlamigrate.kinds.embedded import Embedded
+    from xlamigrate.kinds.shell.analysis import launches
+
+    scripts: list[str] = []
+    for source, role in cells:
+        if role.role == "text" and role.kind != "shell":
+            continue
+        for start, end, encodings in shell_slices(source, role):
+            if ".py" not in source[start:end]:
+                continue  # tree-sitter is loaded only for texts that may start a script
+            text = Embedded.slice(source, start, end, encodings)
+            scripts.extend(
+                launch.script
+                for launch in launches(text)
+                if launch.script is not None and launch.script.endswith(".py")
+            )
+    return tuple(dict.fromkeys(scripts))

@@ -57,6 +57,9 @@ class EnvAccessAnalysis:
     mentions: tuple[FlagMention, ...]
     # string literals that are shell command lines, for the shell engine (commands.py)
     commands: tuple[cst.BaseExpression, ...] = ()
+    # Python scripts the module starts as child processes (`subprocess.run([sys.executable,
+    # "train.py"])`): they inherit the process's environment unless given one.
+    children: tuple[str, ...] = ()
 
 
 def analyse_env_accesses(

@@ -57,7 +57,10 @@ class _Resolver:
             self._resolve_raw(raw)
         self._resolve_helper_calls()
         return EnvAccessAnalysis(
-            tuple(self.accesses), tuple(self._mentions()), tuple(self.walk.commands)
+            tuple(self.accesses),
+            tuple(self._mentions()),
+            tuple(self.walk.commands),
+            tuple(dict.fromkeys(self.walk.children)),
         )
 
     # -- receivers and keys --------------------------------------------------------------------

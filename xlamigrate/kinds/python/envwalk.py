@@ -137,6 +137,7 @@ class EnvWalker(cst.CSTVisitor):
         self.shell_strings: list[tuple[cst.CSTNode, str, str]] = []
         # string literals that are shell command lines (os.system, shell=True, bash -c)
         self.commands: list[cst.BaseExpression] = []
+        self.children: list[str] = []  # Python scripts started from an argv list, as written
         self.flag_keywords: list[cst.Arg] = []
         self.handled: set[cst.CSTNode] = set()  # dicts and calls already turned into raws
         self.stored: set[cst.Subscript] = set()  # subscripts written or deleted, not read
@@ -384,8 +385,11 @@ class EnvWalker(cst.CSTVisitor):
             return
         if isinstance(command, (cst.List, cst.Tuple)):
             items = [element.value for element in command.elements]
-            words = [string_value(item) for item in items]
-            for index in launch(words).shell_strings:
+            words = [_argv_word(item) for item in items]
+            started = launch(words)
+            if started.python_script is not None:
+                self.children.append(started.python_script)
+            for index in started.shell_strings:
                 if isinstance(items[index], _STRINGS):
                     self.commands.append(items[index])
 
@@ -455,6 +459,13 @@ class EnvWalker(cst.CSTVisitor):
             return
         for match in self.shell_pattern.finditer(text):
             self.shell_strings.append((node, match.group(1), match.group(2)))
+
+
+def _argv_word(item: cst.BaseExpression) -> str | None:
+    """An argv item's value; `sys.executable` is the Python interpreter."""
+    if isinstance(item, cst.Attribute) and cst.Module([]).code_for_node(item) == "sys.executable":
+        return "python"
+    return string_value(item)
 
 
 def _subscript_key(node: cst.Subscript) -> cst.BaseExpression | None:

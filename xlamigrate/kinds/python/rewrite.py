@@ -20,6 +20,7 @@ from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvide
 
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.findings import manual_finding
+from xlamigrate.flagvalue import RECIPE_FLAGS
 from xlamigrate.kinds.python.commands import command_findings
 from xlamigrate.kinds.python.conditions import Condition, enabling_condition, expressible_at
 from xlamigrate.kinds.python.detect import span_of
@@ -28,7 +29,7 @@ from xlamigrate.kinds.python.literals import string_value
 from xlamigrate.kinds.python.parse import parse_python
 from xlamigrate.kinds.python.plan import Plan, apply_plan
 from xlamigrate.kinds.python.reads import ReadPlan, float32_spelling, read_outcomes
-from xlamigrate.kinds.python.scan import reported
+from xlamigrate.kinds.python.scan import kept_for_children, reported
 from xlamigrate.kinds.python.training import TrainingScript, code_of, collect_nodes
 from xlamigrate.model import FileError, Finding, RewriteOutcome, Span
 from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING, merge_auto_cast_none
@@ -37,7 +38,6 @@ from xlamigrate.request import STANDALONE, FileContext, RewriteRequest
 
 MODES = ("full-bf16", "fp32-copy", "autocast")
 RUNTIME = "xlamigrate.runtime"
-_RECIPE_FLAGS = ("XLA_USE_BF16", "XLA_DOWNCAST_BF16")
 _AUTOCAST = 'torch.autocast(dtype=torch.bfloat16, device_type="xla")'
 
 
@@ -60,7 +60,9 @@ def rewrite_python(
     analysis = analyse_env_accesses(
         wrapper, catalogue.flags, also=(STOCHASTIC_ROUNDING, NEURON_CC_FLAGS)
     )
-    pairs = reported(path, wrapper, analysis, catalogue, enabled)
+    pairs = kept_for_children(
+        reported(path, wrapper, analysis, catalogue, enabled), context, analysis.children
+    )
     # shell command lines run child processes: reported for a hand edit, never rewritten here
     commands = command_findings(path, wrapper, analysis.commands, catalogue, enabled)
     if not pairs and context.recipe is None:
@@ -199,7 +201,7 @@ class _Planner:
                 return False
             assert small is not None
             self.plan.removed.add(small)
-        if access.kind == "write" and access.variable in _RECIPE_FLAGS:
+        if access.kind == "write" and access.variable in RECIPE_FLAGS:
             condition = enabling_condition(self.script, access)
             if condition.possible:
                 self.enabling.append(_Enabling(access, small, condition))
@@ -356,7 +358,7 @@ class _Planner:
         """A write that may turn a legacy flag on and is not being removed (noqa'd, say)."""
         plan = self.plan
         for access in self.accesses:
-            if access.kind != "write" or access.variable not in _RECIPE_FLAGS:
+            if access.kind != "write" or access.variable not in RECIPE_FLAGS:
                 continue
             if access.target != "process" or (access.value and access.value.enabled is False):
                 continue

@@ -5,11 +5,13 @@ from __future__ import annotations
 import io
 import tokenize
 from collections.abc import Iterator
+from dataclasses import replace
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from xlamigrate.catalogue import Catalogue
+from xlamigrate.flagvalue import RECIPE_FLAGS
 from xlamigrate.kinds.python.commands import command_findings
 from xlamigrate.kinds.python.detect import classified
 from xlamigrate.kinds.python.envaccess import (
@@ -19,7 +21,7 @@ from xlamigrate.kinds.python.envaccess import (
     analyse_env_accesses,
 )
 from xlamigrate.kinds.python.parse import parse_python
-from xlamigrate.model import FileError, FileResult, Finding
+from xlamigrate.model import FileError, FileResult, Finding, Fix
 from xlamigrate.request import STANDALONE, FileContext
 from xlamigrate.suppression import is_suppressed, parse_suppressions
 
@@ -47,6 +49,7 @@ def scan_python(
         outcomes = read_outcomes(script, analysis.accesses, reads, recipe, context.signal)
         worded = {(f.span, f.code): f for o in outcomes for f in o.findings}
         pairs = [(item, worded.get((f.span, f.code), f)) for item, f in pairs]
+    pairs = kept_for_children(pairs, context, analysis.children)
     found = [finding for _, finding in pairs]
     found += command_findings(path, wrapper, analysis.commands, catalogue, enabled)
     return FileResult(path, findings=tuple(sorted(found, key=lambda f: f.sort_key)))
@@ -74,6 +77,39 @@ def reported(
         for item, finding in pairs
         if not is_suppressed(finding.code, {finding.span.line, finding.span.end_line}, table)
     ]
+
+
+def kept_for_children(
+    pairs: list[tuple[EnvAccess | FlagMention, Finding]],
+    context: FileContext,
+    started: tuple[str, ...] = (),
+) -> list[tuple[EnvAccess | FlagMention, Finding]]:
+    """Where the file's process starts Python scripts (`context.children`, `started`), a write
+    that turns a legacy flag on in that process reaches them too: it stays (manual) until they
+    have the recipe, whatever the file itself gets."""
+    children = tuple(dict.fromkeys((*context.children, *started)))
+    if not children:
+        return pairs
+    scripts = ", ".join(children)
+    note = (
+        f"it also reaches {scripts}, which this file starts: these launches are not followed"
+        " yet, so put the recipe in that script by hand, then remove this write"
+    )
+    kept = []
+    for item, finding in pairs:
+        if (
+            isinstance(item, EnvAccess)
+            and item.kind == "write"
+            and item.target == "process"
+            and item.variable in RECIPE_FLAGS
+            and item.value is not None
+            and item.value.enabled is not False
+        ):
+            subject, sep, rest = finding.message.partition(": ")
+            message = f"{subject}; {note}{sep}{rest}"
+            finding = replace(finding, message=message, fix=Fix("manual"))
+        kept.append((item, finding))
+    return kept
 
 
 def _comments(module: cst.Module) -> Iterator[tuple[int, str]]:
