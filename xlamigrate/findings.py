@@ -180,3 +180,12 @@ def _context_applicability(access: AccessLike, read_variables: set[str]) -> Appl
     if access.via is not None or access.value is None or access.value.candidates is None:
         return "unsafe"
     return None
+
+
+def with_note(message: str, note: str, instead: bool = False) -> str:
+    """A rule's message with a note after its subject (the part before the first ': '), or
+    `instead` of what the rule says after it."""
+    subject, sep, rest = message.partition(": ")
+    if instead or not sep:
+        return f"{subject}; {note}"
+    return f"{subject}; {note}{sep}{rest}"

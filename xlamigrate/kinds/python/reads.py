@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 import libcst as cst
 
+from xlamigrate.findings import with_note
 from xlamigrate.kinds.python.envaccess import EnvAccess
 from xlamigrate.kinds.python.flagtests import (
     RAISES,
@@ -122,15 +123,6 @@ def _note(read: ReadPlan, recipe: ScriptRecipe, gate: str) -> str:
     if recipe.signal is not None:
         return f"{values} ({recipe.signal}=1 marks the configurations that set the flag)"
     return values
-
-
-def with_note(message: str, note: str, instead: bool = False) -> str:
-    """A rule's message with a note after its subject (the part before the first ': '), or
-    `instead` of what the rule says after it."""
-    subject, sep, rest = message.partition(": ")
-    if instead or not sep:
-        return f"{subject}; {note}"
-    return f"{subject}; {note}{sep}{rest}"
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from xlamigrate.catalogue import Catalogue
+from xlamigrate.findings import with_note
 from xlamigrate.flagvalue import RECIPE_FLAGS
 from xlamigrate.kinds.python.commands import command_findings
 from xlamigrate.kinds.python.detect import classified
@@ -105,9 +106,7 @@ def kept_for_children(
             and item.value is not None
             and item.value.enabled is not False
         ):
-            subject, sep, rest = finding.message.partition(": ")
-            message = f"{subject}; {note}{sep}{rest}"
-            finding = replace(finding, message=message, fix=Fix("manual"))
+            finding = replace(finding, message=with_note(finding.message, note), fix=Fix("manual"))
         kept.append((item, finding))
     return kept
 
