@@ -281,6 +281,7 @@ def test_writefile_py_is_a_module_of_its_own_checked_and_rewritten(catalogue: Ca
         "import os\n"
         'os.environ["XLA_USE_BF16"] = "1"\n'
         "model = build()\n"
+        "model.to(device)\n"
     )
     kernel = "model = torch.nn.Linear(4, 1)\n"
     assert where(scan(catalogue, helper, kernel)) == ["0:3:1 XM101"]
@@ -291,7 +292,7 @@ def test_writefile_py_is_a_module_of_its_own_checked_and_rewritten(catalogue: Ca
 
 
 def test_a_python_process_cell_is_a_module_of_its_own(catalogue: Catalogue) -> None:
-    outcome = rewrite(catalogue, "%%python3\n" + FLAG_WRITE)
+    outcome = rewrite(catalogue, "%%python3\n" + FLAG_WRITE + "model.to(device)\n")
     assert [f.cell for f in outcome.fixed] == [0]
     assert cells_after(outcome)[0].startswith("%%python3\nimport os\n")
 
@@ -391,9 +392,25 @@ def test_masked_lines_come_back_as_they_were(catalogue: Catalogue) -> None:
         "for n in (1, 2):\n"
         "    !echo {n}\n"
         "files = !ls\n"
+        "model = torch.nn.Linear(4, 1)\n"
+        "optimizer = torch.optim.SGD(model.parameters())\n"
     )
     after = cells_after(rewrite(catalogue, cell, mode="fp32-copy"))[0]
-    assert after == cell.replace('os.environ["XLA_USE_BF16"] = "1"\n', "")
+    assert after == (
+        "%%capture log\n"
+        "%pip install -q transformers\n"
+        "import os\n"
+        "import torch\n"
+        "from xlamigrate.runtime import FP32ParamsCopy, cast_inputs_to_module_dtype\n"
+        "\n"
+        "for n in (1, 2):\n"
+        "    !echo {n}\n"
+        "files = !ls\n"
+        "model = torch.nn.Linear(4, 1)\n"
+        "model.to(torch.bfloat16)\n"
+        "cast_inputs_to_module_dtype(model)\n"
+        "optimizer = FP32ParamsCopy(torch.optim.SGD(model.parameters()))\n"
+    )
 
 
 def test_a_rewrite_that_would_lose_a_magic_line_is_refused() -> None:

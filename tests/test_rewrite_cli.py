@@ -347,6 +347,35 @@ def test_manual_findings_exit_1_while_the_safe_fixes_are_applied(tmp_path: Path)
     assert "2 findings left for manual work" in result.stderr
 
 
+# A file that sets the flag itself and builds its model elsewhere: no recipe can go in here.
+OWN_WRITE_NO_MODEL = (
+    "import os\n"
+    'os.environ["XLA_USE_BF16"] = "1"\n'
+    "from helpers import build\n"
+    "\n"
+    "model, optimizer = build()\n"
+)
+
+
+@pytest.mark.parametrize("mode", ["full-bf16", "fp32-copy"])
+def test_a_files_own_write_stays_where_its_recipe_cannot_go_in_and_scan_says_so(
+    tmp_path: Path, mode: str
+) -> None:
+    write_files(
+        tmp_path,
+        {"train.py": OWN_WRITE_NO_MODEL, "pyproject.toml": f'[tool.xlamigrate]\nmode = "{mode}"\n'},
+    )
+    scanned = run_cli("scan", "--format", "json", cwd=tmp_path)
+    [write] = json.loads(scanned.stdout)["findings"]
+    assert (write["code"], write["fix"]["applicability"]) == ("XM101", "manual")
+    assert "kept: the recipe could not be applied here (see XM401)" in write["message"]
+    result = rewrite_json(cwd=tmp_path, expect_exit=1)
+    [entry] = result["files"]
+    assert codes(entry["remaining"]) == [("XM101", "manual"), ("XM401", "manual")]
+    assert entry["remaining"][0]["message"] == write["message"]
+    assert (tmp_path / "train.py").read_text() == OWN_WRITE_NO_MODEL
+
+
 # --- --unsafe-fixes ----------------------------------------------------------------------------
 
 

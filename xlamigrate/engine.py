@@ -79,7 +79,7 @@ def scan_paths(
         plan = partial(_rewrite_job, catalogue=catalogue, enabled=enabled, request=request)
         layout.settle(layout.script_jobs([]), plan, jobs)
     task = partial(_scan_job, catalogue=catalogue, enabled=enabled)
-    scanned = _run(layout.with_contexts(work), task, jobs, "scan")
+    scanned = _run(layout.with_contexts(work, request.mode), task, jobs, "scan")
     results = [FileResult(e.path, errors=(e,)) for e in unreadable] + scanned
     return _report(len(discovery.files), len(work), results)
 
@@ -215,10 +215,12 @@ class _Layout:
                 jobs.append(_Job(path, read, "python"))
         return jobs
 
-    def with_contexts(self, jobs: list[_Job]) -> list[_Job]:
-        return [
-            replace(job, context=self.contexts.get(job.display, STANDALONE_PROJECT)) for job in jobs
-        ]
+    def with_contexts(self, jobs: list[_Job], mode: str | None = None) -> list[_Job]:
+        """The jobs with their files' contexts (worded for `mode`, for a scan)."""
+        contexts = [self.contexts.get(job.display, STANDALONE_PROJECT) for job in jobs]
+        if mode is not None:
+            contexts = [replace(context, mode=mode) for context in contexts]
+        return [replace(job, context=context) for job, context in zip(jobs, contexts, strict=True)]
 
 
 def _read_display(files: dict[str, Path], display: str) -> bytes | None:

@@ -12,6 +12,7 @@ from xlamigrate.project.model import ScriptRecipe, WriteDecision
 # The environment variable launchers set, in place of the legacy flag, for the configurations
 # that enabled it; the launched script applies its recipe when it is "1".
 DEFAULT_SIGNAL = "BF16_RECIPE"
+DEFAULT_MODE = "full-bf16"
 TARGETS = ("neuron", "tpu")
 
 
@@ -41,6 +42,8 @@ class FileContext:
     # Python scripts this file's own process starts (a notebook's `!python train.py`): they
     # inherit its environment, so its writes of a legacy flag reach them too.
     children: tuple[str, ...] = ()
+    # The mode a scan words its findings for (a rewrite's request carries its own).
+    mode: str = DEFAULT_MODE
 
     @property
     def reads_against(self) -> ScriptRecipe | None:

@@ -25,7 +25,7 @@ from xlamigrate.kinds.notebook.mentions import NOT_READ, line_magics, mentions
 from xlamigrate.kinds.notebook.place import Where, in_file, placed
 from xlamigrate.kinds.notebook.shell import launched_scripts, scan_shell, shell_slices
 from xlamigrate.model import FileError, FileResult, Finding, RewriteOutcome
-from xlamigrate.request import STANDALONE, FileContext, RewriteRequest
+from xlamigrate.request import DEFAULT_MODE, STANDALONE, FileContext, RewriteRequest
 
 _LOST_MAGIC = (
     "not rewritten: the rewrite would lose a magic line of a cell (apply the findings by hand)"
@@ -90,7 +90,8 @@ def scan_notebook(
     if isinstance(notebook, FileError):
         return FileResult(path, errors=(notebook,))
     cells, collected = _cells(notebook), _Collected()
-    kernel_context = FileContext(children=_children(cells))
+    mode = context.mode if context is not None else DEFAULT_MODE
+    kernel_context = FileContext(children=_children(cells), mode=mode)
     run = partial(scan_python, path, catalogue=catalogue, enabled=enabled, context=kernel_context)
     kernel = _kernel(path, cells, catalogue, collected, run)
     if kernel.result is not None:

@@ -6,37 +6,41 @@ with --unsafe-fixes) is removed. If some write enabled the flag, the mode's reci
 the same condition: full-bf16 and fp32-copy cast the model to bf16 (with the runtime's input
 cast) before its optimizer is built, full-bf16 sets NEURON_RT_STOCHASTIC_ROUNDING_EN where the
 flag was set, fp32-copy wraps the optimizer in FP32ParamsCopy, autocast merges --auto-cast=none
-into NEURON_CC_FLAGS and wraps the forward pass in torch.autocast.
+into NEURON_CC_FLAGS and wraps the forward pass in torch.autocast. Where that recipe cannot go
+in whole (no model to cast, no backward pass, a condition that cannot be written there), the
+enabling writes stay, manual: removing them would train in FP32 with nothing in their place.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider, ScopeProvider
 
 from xlamigrate.catalogue import Catalogue
-from xlamigrate.findings import manual_finding
+from xlamigrate.findings import manual_finding, with_note
 from xlamigrate.flagvalue import RECIPE_FLAGS
 from xlamigrate.kinds.python.commands import command_findings
 from xlamigrate.kinds.python.conditions import Condition, enabling_condition, expressible_at
 from xlamigrate.kinds.python.detect import span_of
-from xlamigrate.kinds.python.envaccess import EnvAccess, analyse_env_accesses
+from xlamigrate.kinds.python.envaccess import EnvAccess, FlagMention, analyse_env_accesses
 from xlamigrate.kinds.python.literals import string_value
 from xlamigrate.kinds.python.parse import parse_python
 from xlamigrate.kinds.python.plan import Plan, apply_plan
 from xlamigrate.kinds.python.reads import ReadPlan, float32_spelling, read_outcomes
 from xlamigrate.kinds.python.scan import kept_for_children, reported
 from xlamigrate.kinds.python.training import TrainingScript, code_of, collect_nodes
-from xlamigrate.model import FileError, Finding, RewriteOutcome, Span
+from xlamigrate.model import FileError, Finding, Fix, RewriteOutcome, Span
 from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING, merge_auto_cast_none
 from xlamigrate.project.model import ScriptRecipe
 from xlamigrate.request import STANDALONE, FileContext, RewriteRequest
 
 MODES = ("full-bf16", "fp32-copy", "autocast")
+_Item = TypeVar("_Item")
 RUNTIME = "xlamigrate.runtime"
 _AUTOCAST = 'torch.autocast(dtype=torch.bfloat16, device_type="xla")'
 
@@ -70,9 +74,16 @@ def rewrite_python(
         return RewriteOutcome(path, data, None, remaining=remaining_commands)
     planner = _Planner(path, wrapper, catalogue, request, context, analysis.accesses)
     plan = planner.make_plan(pairs)
+    unapplied = planner.unapplied()
+    if unapplied is None and planner.blocked_in_file():
+        # the file's own enabling writes stay: planned again with them left, manual
+        problems = planner.problems()
+        pairs = _kept_enabling(pairs, planner)
+        planner = _Planner(path, wrapper, catalogue, request, context, analysis.accesses)
+        plan = planner.make_plan(pairs)
+        planner.remaining.extend(problems)
     remaining = tuple(sorted([*planner.remaining, *commands], key=lambda f: f.sort_key))
     fixed = tuple(sorted(planner.fixed, key=lambda f: f.sort_key))
-    unapplied = planner.unapplied()
     if unapplied is not None:
         return RewriteOutcome(path, data, None, fixed, remaining, unapplied=unapplied)
     if plan.is_empty():
@@ -93,6 +104,53 @@ def rewrite_python(
         )
         return RewriteOutcome(path, data, None, errors=(error,))
     return RewriteOutcome(path, data, rewritten, fixed, remaining)
+
+
+def kept_for_recipe(
+    path: str,
+    wrapper: MetadataWrapper,
+    pairs: list[tuple[EnvAccess | FlagMention, Finding]],
+    catalogue: Catalogue,
+    context: FileContext,
+) -> list[tuple[EnvAccess | FlagMention, Finding]]:
+    """What a scan says of the file's own enabling writes: manual, as the rewrite (in
+    `context.mode`) leaves them, where their recipe cannot go in whole."""
+    wrapper.resolve_many((ScopeProvider, ParentNodeProvider, PositionProvider))
+    accesses = analyse_env_accesses(
+        wrapper, catalogue.flags, also=(STOCHASTIC_ROUNDING, NEURON_CC_FLAGS)
+    ).accesses
+    request = RewriteRequest(context.mode, signal=context.signal)
+    planner = _Planner(path, wrapper, catalogue, request, context, accesses)
+    planner.make_plan(pairs)
+    if not planner.blocked_in_file():
+        return pairs
+    return _kept_enabling(pairs, planner)
+
+
+def _first_problem(problems: Sequence[Finding]) -> str | None:
+    if not problems:
+        return None
+    first = min(problems, key=lambda f: f.sort_key)
+    return f"{first.code} at line {first.span.line}"
+
+
+def _kept_enabling(
+    pairs: Sequence[tuple[_Item, Finding]], planner: _Planner
+) -> list[tuple[_Item, Finding]]:
+    """The pairs with each enabling write the planner removed made manual: it stays, and its
+    finding says which part of the recipe could not go in."""
+    enabling = {id(e.access) for e in planner.enabling if e.access is not None}
+    codes = ", ".join(sorted({f.code for f in planner.problems()}))
+    note = (
+        f"kept: the recipe could not be applied here (see {codes}); apply it by hand, then"
+        " remove this write"
+    )
+    return [
+        (item, replace(f, message=with_note(f.message, note), fix=Fix("manual")))
+        if id(item) in enabling
+        else (item, f)
+        for item, f in pairs
+    ]
 
 
 def _first_line_not_reproduced(data: bytes, reproduced: bytes) -> int | None:
@@ -142,15 +200,20 @@ class _Planner:
         self.launched = self.context.recipe
         self.reads_against = self.context.reads_against
 
+    def problems(self) -> list[Finding]:
+        """What kept the recipe from going in whole (no model found, no backward...)."""
+        return [f for f in self.remaining if f.code in _RECIPE_PROBLEMS]
+
     def unapplied(self) -> str | None:
         """Why the recipe a launcher asked for could not go in whole (None: it did)."""
         if self.launched is None:
             return None
-        problems = [f for f in self.remaining if f.code in _RECIPE_PROBLEMS]
-        if not problems:
-            return None
-        first = min(problems, key=lambda f: f.sort_key)
-        return f"{first.code} at line {first.span.line}"
+        return _first_problem(self.problems())
+
+    def blocked_in_file(self) -> bool:
+        """Whether the file's own enabling writes were planned away while their recipe could
+        not go in whole: the flag would be gone and nothing in its place."""
+        return any(e.access is not None for e in self.enabling) and bool(self.problems())
 
     # -- removing the legacy writes ------------------------------------------------------------
 

@@ -51,6 +51,10 @@ def scan_python(
         worded = {(f.span, f.code): f for o in outcomes for f in o.findings}
         pairs = [(item, worded.get((f.span, f.code), f)) for item, f in pairs]
     pairs = kept_for_children(pairs, context, analysis.children)
+    if context.recipe is None and any(_removable_enabling(item, f) for item, f in pairs):
+        from xlamigrate.kinds.python.rewrite import kept_for_recipe
+
+        pairs = kept_for_recipe(path, wrapper, pairs, catalogue, context)
     found = [finding for _, finding in pairs]
     found += command_findings(path, wrapper, analysis.commands, catalogue, enabled)
     return FileResult(path, findings=tuple(sorted(found, key=lambda f: f.sort_key)))
@@ -98,17 +102,31 @@ def kept_for_children(
     )
     kept = []
     for item, finding in pairs:
-        if (
-            isinstance(item, EnvAccess)
-            and item.kind == "write"
-            and item.target == "process"
-            and item.variable in RECIPE_FLAGS
-            and item.value is not None
-            and item.value.enabled is not False
-        ):
+        if _enabling_process_write(item):
             finding = replace(finding, message=with_note(finding.message, note), fix=Fix("manual"))
         kept.append((item, finding))
     return kept
+
+
+def _removable_enabling(item: EnvAccess | FlagMention, finding: Finding) -> bool:
+    """A write of the process's own legacy flag that may turn it on, which the rewrite may
+    remove (it does so only where the recipe goes in whole)."""
+    return (
+        _enabling_process_write(item)
+        and finding.fix is not None
+        and finding.fix.applicability != "manual"
+    )
+
+
+def _enabling_process_write(item: EnvAccess | FlagMention) -> bool:
+    return (
+        isinstance(item, EnvAccess)
+        and item.kind == "write"
+        and item.target == "process"
+        and item.variable in RECIPE_FLAGS
+        and item.value is not None
+        and item.value.enabled is not False
+    )
 
 
 def _comments(module: cst.Module) -> Iterator[tuple[int, str]]:
