@@ -699,6 +699,45 @@ def test_a_model_named_only_inside_a_comprehension_or_lambda_is_not_cast_outside
     assert [finding.code for finding in outcome.remaining] == ["XM101", "XM401"]
 
 
+@pytest.mark.parametrize(
+    "tensor",
+    ["torch.zeros(1, dtype=torch.double)", "torch.DoubleTensor([0.0])", "torch.tensor(0.0)"],
+)
+def test_a_tensor_moved_to_the_device_is_not_taken_for_the_model(tensor: str) -> None:
+    """`running_loss = torch.zeros(1).to(device)` got `running_loss.to(torch.bfloat16)` and
+    `cast_inputs_to_module_dtype(running_loss)`: a crash at the first step (the Neuron BERT
+    sample, four of twelve real projects)."""
+    source = (
+        'import os\nimport torch\nos.environ["XLA_USE_BF16"] = "1"\n'
+        f"running_loss = {tensor}.to(device)\n"
+        "model = torch.nn.Linear(4, 2)\n"
+        "model.to(device)\n"
+    )
+    outcome = check_rewrite_properties(source.encode(), "full-bf16", unsafe_fixes=False)
+    check_recipe_applied_or_reported(outcome, "full-bf16")
+    assert outcome.rewritten is not None
+    assert b"running_loss.to(torch.bfloat16)" not in outcome.rewritten
+    assert b"cast_inputs_to_module_dtype(model)" in outcome.rewritten
+
+
+def test_a_scheduler_is_not_taken_for_an_optimizer() -> None:
+    """`LambdaLR(optimizer, ...)` (its name has "Lamb" in it) was wrapped in FP32ParamsCopy
+    once the optimizer's params were followed back to the model."""
+    source = (
+        'import os\nimport torch\nos.environ["XLA_USE_BF16"] = "1"\n'
+        "model = torch.nn.Linear(4, 2)\n"
+        "named = list(model.named_parameters())\n"
+        'grouped = [{"params": [p for n, p in named], "weight_decay": 0.0}]\n'
+        "optimizer = torch.optim.AdamW(grouped, lr=0.1)\n"
+        "scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)\n"
+    )
+    outcome = check_rewrite_properties(source.encode(), "fp32-copy", unsafe_fixes=False)
+    check_recipe_applied_or_reported(outcome, "fp32-copy")
+    assert outcome.rewritten is not None
+    assert b"optimizer = FP32ParamsCopy(torch.optim.AdamW(grouped, lr=0.1))" in outcome.rewritten
+    assert b"FP32ParamsCopy(torch.optim.lr_scheduler" not in outcome.rewritten
+
+
 @pytest.mark.parametrize("condition", ["", "args.bf16"], ids=["unconditional", "conditional"])
 def test_an_optimizer_built_in_a_comprehension_is_wrapped_there_or_reported(
     condition: str,

@@ -376,6 +376,30 @@ def test_a_files_own_write_stays_where_its_recipe_cannot_go_in_and_scan_says_so(
     assert (tmp_path / "train.py").read_text() == OWN_WRITE_NO_MODEL
 
 
+@pytest.mark.parametrize(
+    "script",
+    [
+        'print "python 2"\n',  # does not parse
+        "import torch\nmodel = torch.nn.Linear(2, 2)\nopt = optimizers[0](model.parameters())\n",
+    ],
+    ids=["unparsable", "optimizer-from-a-subscript"],
+)
+def test_a_launchers_write_stays_when_its_script_cannot_be_planned(
+    tmp_path: Path, script: str
+) -> None:
+    """A script whose plan failed (a parse error; an internal error, once a TypeError on
+    `optimizers[0](...)`) got no recipe, yet its launcher's export became the signal."""
+    launcher = "export XLA_USE_BF16=1\ntorchrun train.py\n"
+    write_files(tmp_path, {"run.sh": launcher, "train.py": script})
+    result = rewrite_json(cwd=tmp_path, expect_exit=1)
+    files = files_by_path(result)
+    [write] = files["run.sh"]["remaining"]
+    assert (write["code"], write["fix"]["applicability"]) == ("XM101", "manual")
+    assert "train.py" in write["message"]
+    assert (tmp_path / "run.sh").read_text() == launcher
+    assert "internal error" not in json.dumps(result)
+
+
 # --- --unsafe-fixes ----------------------------------------------------------------------------
 
 

@@ -186,7 +186,7 @@ class _Layout:
         failed: dict[str, str] = {}
         planned = _run(self.with_contexts(scripts), task, jobs, "rewrite")
         while True:
-            newly = {o.path: o.unapplied for o in planned if o.unapplied is not None}
+            newly = {o.path: why for o in planned if (why := self._unapplied(o)) is not None}
             newly = {path: why for path, why in newly.items() if path not in failed}
             if not newly:
                 return planned
@@ -196,6 +196,17 @@ class _Layout:
             changed = [j for j in scripts if self.contexts.get(j.display) != before.get(j.display)]
             redone = {o.path: o for o in _run(self.with_contexts(changed), task, jobs, "rewrite")}
             planned = [redone.get(o.path, o) for o in planned]
+
+    def _unapplied(self, outcome: RewriteOutcome) -> str | None:
+        """Why a launched script did not take its recipe: it could not (a rule says why), or
+        its plan failed (a file that does not parse, an internal error)."""
+        if outcome.unapplied is not None:
+            return outcome.unapplied
+        if outcome.errors and outcome.path in self.project.scripts:
+            first = outcome.errors[0]
+            where = f" at line {first.line}" if first.line else ""
+            return f"{first.code}{where}: {first.message}"
+        return None
 
     def script_jobs(self, unreadable: list[FileError]) -> list[_Job]:
         """The launched scripts alone (what a scan needs planned to know its launchers' fate)."""

@@ -26,7 +26,7 @@ def enabling_condition(script: TrainingScript, access: EnvAccess) -> Condition:
     if value_condition is False:
         return Condition(False, None, None, access.node)
     in_place = value_condition if isinstance(value_condition, cst.BaseExpression) else None
-    tests = [*_enclosing_tests(script, access.node), *([in_place] if in_place else [])]
+    tests = [*enclosing_tests(script, access.node), *([in_place] if in_place else [])]
     return Condition(True, in_place, _conjunction(tests), access.node)
 
 
@@ -48,7 +48,7 @@ def _value_condition(access: EnvAccess) -> cst.BaseExpression | bool:
     return True
 
 
-def _enclosing_tests(script: TrainingScript, node: cst.CSTNode) -> list[cst.BaseExpression]:
+def enclosing_tests(script: TrainingScript, node: cst.CSTNode) -> list[cst.BaseExpression]:
     """The tests of the `if`s around `node` inside its function (negated in `else` branches)."""
     tests: list[cst.BaseExpression] = []
     child = node

@@ -25,7 +25,12 @@ from xlamigrate.catalogue import Catalogue
 from xlamigrate.findings import manual_finding, with_note
 from xlamigrate.flagvalue import RECIPE_FLAGS
 from xlamigrate.kinds.python.commands import command_findings
-from xlamigrate.kinds.python.conditions import Condition, enabling_condition, expressible_at
+from xlamigrate.kinds.python.conditions import (
+    Condition,
+    enabling_condition,
+    enclosing_tests,
+    expressible_at,
+)
 from xlamigrate.kinds.python.detect import span_of
 from xlamigrate.kinds.python.envaccess import EnvAccess, FlagMention, analyse_env_accesses
 from xlamigrate.kinds.python.literals import string_value
@@ -346,11 +351,10 @@ class _Planner:
         signal the launcher itself sets it, where the flag was)."""
         if recipe.signal is None or recipe.platform != "neuron":
             return
-        writes = {a.variable for a in self.accesses if a.kind == "write"}
         code = ""
-        if self.mode == "full-bf16" and STOCHASTIC_ROUNDING not in writes:
+        if self.mode == "full-bf16" and not self._sets_rounding_always():
             code = f'os.environ["{STOCHASTIC_ROUNDING}"] = "1"\n'
-        elif self.mode == "fp32-copy" and recipe.rounding_elsewhere:
+        elif self.mode == "fp32-copy" and (recipe.rounding_elsewhere or self._rounding_on()):
             code = f'os.environ["{STOCHASTIC_ROUNDING}"] = "0"  # FP32 masters replace rounding\n'
         elif self.mode == "autocast":
             code = self._auto_cast_code("os.environ")
@@ -405,7 +409,11 @@ class _Planner:
             self._environment_statement(self._stochastic_rounding_code, STOCHASTIC_ROUNDING)
             self._cast_models(wrap_optimizer=False)
         elif self.mode == "fp32-copy":
-            self._remove_stochastic_rounding_writes()
+            if self.launched is None or self.launched.signal is None:
+                # every configuration is the recipe's: its explicit rounding "1" goes (under
+                # the signal, rounding is turned off there instead; the other configurations
+                # keep their writes)
+                self._remove_stochastic_rounding_writes()
             self._cast_models(wrap_optimizer=True)
         else:
             staying = self._legacy_writes_staying()
@@ -498,6 +506,25 @@ class _Planner:
             f'{receiver}.get("{NEURON_CC_FLAGS}", "") + " --auto-cast=none"\n'
         )
 
+    def _sets_rounding_always(self) -> bool:
+        """Whether the module sets stochastic rounding in every configuration (a write under
+        `if args.amp:` serves another configuration, not the recipe's)."""
+        return any(
+            a.variable == STOCHASTIC_ROUNDING
+            and a.kind == "write"
+            and not enclosing_tests(self.script, a.node)
+            for a in self.accesses
+        )
+
+    def _rounding_on(self) -> bool:
+        """Whether the module itself may turn stochastic rounding on."""
+        return any(
+            a.variable == STOCHASTIC_ROUNDING
+            and a.kind == "write"
+            and (a.value is None or a.value.enabled is not False)
+            for a in self.accesses
+        )
+
     def _remove_stochastic_rounding_writes(self) -> None:
         for access in self.accesses:
             if access.variable != STOCHASTIC_ROUNDING or access.kind != "write":
@@ -556,12 +583,18 @@ class _Planner:
             self.remaining.append(self._manual("XM401", self._first_span(), "the model to cast"))
             return
         done: set[str] = set()
-        for statement, model, before in targets:
+        for target, model, before in targets:
             name = code_of(model)
             if name in done:
                 continue
             done.add(name)
-            ok, condition = self._combined_condition(statement, self._span(statement))
+            place: cst.BaseStatement = target
+            if before:  # before every optimizer of this model (`if a: A(...) elif b: B(...)`)
+                same = [t for t, m, _ in targets if code_of(m) == name]
+                around = self.script.first_statement_around(same)
+                if around is not None and self._nameable(model, around):
+                    place = around
+            ok, condition = self._combined_condition(place, self._span(place))
             if not ok:
                 continue
             code: list[cst.BaseStatement] = []
@@ -574,9 +607,9 @@ class _Planner:
                 [_under(condition, code)] if condition is not None else code
             )
             if before:
-                self.plan.insert_before(statement, block)
+                self.plan.insert_before(place, block)
             else:
-                self.plan.insert_after(statement, block)
+                self.plan.insert_after(place, block)
         if wrap_optimizer:
             for site in sites:
                 self._wrap_optimizer(site.call, site.statement)

@@ -26,7 +26,9 @@ AUTOCAST_CALLS = frozenset(
         "torch.cpu.amp.autocast", "torch_xla.amp.autocast", "autocast",
     }
 )  # fmt: skip
-_OPTIMIZER_CLASS_NAME = re.compile(r"Adam|SGD|Optim|Lamb|LAMB|Lion|Adafactor")
+_FEEDING_DEPTH = 3  # assignments followed back from an optimizer's params argument
+_OPTIMIZER_CLASS_NAME = re.compile(r"Adam|SGD|Optim|Lamb(?!da)|LAMB|Lion|Adafactor")
+_SCHEDULER_NAME = re.compile(r"Scheduler|LR$|lr_scheduler")
 _MODEL_PARAMETER_HINTS = ("model", "net", "module")
 _BlockOwner = cst.Module | cst.IndentedBlock
 _NodeT = TypeVar("_NodeT", bound=cst.CSTNode)
@@ -122,12 +124,16 @@ class TrainingScript:
 
     def _is_optimizer_class(self, func: cst.BaseExpression) -> bool:
         names = self.qualified_names(func)
-        if any(
-            name.startswith("torch.optim.") and "lr_scheduler" not in name and name[12:13].isupper()
-            for name in names
-        ):
+        if any(_SCHEDULER_NAME.search(name) for name in (*names, code_of(func))):
+            return False  # `LambdaLR(optimizer, ...)`, `get_scheduler(...)`: not an optimizer
+        if any(name.startswith("torch.optim.") and name[12:13].isupper() for name in names):
             return True
-        last = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
+        if isinstance(func, cst.Attribute):
+            last = func.attr.value
+        elif isinstance(func, cst.Name):
+            last = func.value
+        else:  # `optimizers[0](...)`, `make()(...)`: no class name to go by
+            return False
         # A project's own optimizer class (AdamW_FP32OptimParams, ZeroOneAdam...) by its name.
         return last in OPTIMIZER_NAMES or (
             last[:1].isupper() and _OPTIMIZER_CLASS_NAME.search(last) is not None
@@ -135,9 +141,7 @@ class TrainingScript:
 
     def _model_feeding(self, params: cst.BaseExpression) -> cst.BaseExpression | None:
         """The module whose parameters an optimizer's params argument is built from."""
-        sources = [params]
-        if isinstance(params, cst.Name):  # `grouped = [...]` assigned earlier, HF style
-            sources.extend(self._assigned_values(params))
+        sources = [params, *self._feeding_values(params)]
         receivers: dict[str, cst.BaseExpression] = {}
         for source in sources:
             for call in collect_nodes(source, cst.Call):
@@ -153,6 +157,28 @@ class TrainingScript:
             return next(iter(receivers.values()))
         roots = {code_of(_root(expr)): _root(expr) for expr in receivers.values()}
         return next(iter(roots.values())) if len(roots) == 1 else None
+
+    def _feeding_values(self, params: cst.BaseExpression) -> list[cst.BaseExpression]:
+        """The values of the names `params` is built from, followed a few assignments back:
+        `grouped = [{"params": [p for n, p in named if ...]}]` with
+        `named = list(model.named_parameters())` (HF and the Neuron samples)."""
+        values: list[cst.BaseExpression] = []
+        seen: set[str] = set()
+        frontier = [params]
+        for _ in range(_FEEDING_DEPTH):
+            found = []
+            for source in frontier:
+                for name in collect_nodes(source, cst.Name):
+                    if name.value in seen:
+                        continue
+                    parent = self.parent(name)
+                    if isinstance(parent, cst.Attribute) and parent.attr is name:
+                        continue  # `.named_parameters`: an attribute, not a variable
+                    seen.add(name.value)
+                    found.extend(self._assigned_values(name))
+            values.extend(found)
+            frontier = found
+        return values
 
     def _assigned_values(self, name: cst.Name) -> list[cst.BaseExpression]:
         scope = self.scopes.get(name)
@@ -183,7 +209,12 @@ class TrainingScript:
             small = statement.body[0]
             if isinstance(small, cst.Assign) and small.value is call:
                 target = small.targets[0].target
-                if isinstance(target, cst.Name) and isinstance(func.value, cst.Call):
+                built = func.value
+                if (
+                    isinstance(target, cst.Name)
+                    and isinstance(built, cst.Call)
+                    and not self._makes_a_tensor(built)
+                ):
                     moves.append((statement, target))
             elif (
                 isinstance(small, cst.Expr)
@@ -192,6 +223,34 @@ class TrainingScript:
             ):
                 moves.append((statement, func.value))
         return moves
+
+    def _makes_a_tensor(self, call: cst.Call) -> bool:
+        """`torch.zeros(1)`, `torch.tensor(...)`, `torch.DoubleTensor([0.0])`: a tensor, not a
+        module (`running_loss = torch.zeros(1).to(device)` is no model to cast)."""
+        names = self.qualified_names(call.func) or {code_of(call.func)}
+        for name in names:
+            head, _, last = name.rpartition(".")
+            if head == "torch" and (last[:1].islower() or last.endswith("Tensor")):
+                return True
+        return False
+
+    def first_statement_around(self, nodes: Sequence[cst.CSTNode]) -> cst.BaseStatement | None:
+        """The statement that runs before any of `nodes` can: in the innermost block holding
+        them all, the first statement holding one (`if a: opt = A(...) elif b: opt = B(...)`
+        gives the `if`)."""
+        chains = [[*reversed(list(self.ancestors(node))), node] for node in nodes]
+        if not chains:
+            return None
+        common = 0
+        while all(len(c) > common and c[common] is chains[0][common] for c in chains):
+            common += 1
+        for depth in range(common - 1, -1, -1):
+            block = chains[0][depth]
+            if isinstance(block, (cst.Module, cst.IndentedBlock)):
+                held = {id(c[depth + 1]) for c in chains if len(c) > depth + 1}
+                body = block.body
+                return next((s for s in body if id(s) in held), None)
+        return None
 
     def casts_to_bf16(self, model: cst.BaseExpression) -> bool:
         """Whether the script already casts this model (`.to(torch.bfloat16)`, `.bfloat16()`)."""
