@@ -137,7 +137,8 @@ def test_every_format_exits_1_with_findings_and_summarises_on_stderr(
 
 
 def test_json_has_exactly_the_documented_top_level_keys(report: dict[str, Any]) -> None:
-    assert set(report) == {"version", "files_scanned", "findings", "errors"}
+    assert set(report) == {"version", "files_scanned", "findings", "errors", "launches"}
+    assert report["launches"] == []  # no launcher here
     assert report["version"] == xlamigrate.__version__
     assert type(report["files_scanned"]) is int
     assert report["files_scanned"] == 4

@@ -749,3 +749,58 @@ def test_a_named_file_of_another_kind_is_reported_as_skipped(tmp_path: Path) -> 
     assert result.returncode == 0, result.stderr
     assert "skipped notes.txt" in result.stderr
     assert (tmp_path / "notes.txt").read_text() == 'os.environ["XLA_USE_BF16"] = "1"\n'
+
+
+# --- the project: launch graph and grouped diffs ------------------------------------------------
+
+SWITCH = FIXTURES / "projects" / "optimizer_switch"
+
+
+def test_scan_and_rewrite_json_carry_the_launch_edges(tmp_path: Path) -> None:
+    shutil.copytree(SWITCH / "before", tmp_path, dirs_exist_ok=True)
+    scanned = json.loads(run_cli("scan", "--format", "json", cwd=tmp_path).stdout)
+    rewritten = rewrite_json("--diff", cwd=tmp_path, expect_exit=1)
+    edge = {
+        "launcher": "run_pretrain.sh",
+        "variable": "XLA_DOWNCAST_BF16",
+        "reaches": ["pretrain.py"],
+        "scripts": ["pretrain.py"],
+        "migrated": True,
+        "signal": "BF16_RECIPE",
+        "reason": None,
+    }
+    expected = [{**edge, "line": 13}, {**edge, "line": 17}]
+    assert scanned["launches"] == expected
+    assert rewritten["launches"] == expected
+
+
+def test_a_kept_write_says_why_in_its_launch_edge(tmp_path: Path) -> None:
+    write_files(tmp_path, {"run.sh": "export XLA_USE_BF16=1\npython /opt/ml/code/train.py\n"})
+    [edge] = json.loads(run_cli("scan", "--format", "json", cwd=tmp_path).stdout)["launches"]
+    assert (edge["reaches"], edge["scripts"], edge["migrated"]) == (
+        ["/opt/ml/code/train.py"],
+        [],
+        False,
+    )
+    assert "not a Python file of this project" in edge["reason"]
+
+
+def test_diff_shows_each_launcher_with_its_scripts_and_git_applies_it(tmp_path: Path) -> None:
+    shutil.copytree(SWITCH / "before", tmp_path, dirs_exist_ok=True)
+    (tmp_path / "aaa_alone.py").write_bytes(fixture("full-bf16", MLP, "in"))
+    result = rewrite("--diff", "--mode", "fp32-copy", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    headers = [line for line in result.stdout.splitlines() if line.startswith(("#", "--- "))]
+    assert headers == [
+        "# run_pretrain.sh starts pretrain.py: the recipe under BF16_RECIPE",
+        "--- a/run_pretrain.sh",
+        "--- a/pretrain.py",
+        "--- a/aaa_alone.py",  # a file of no launcher: after the groups
+    ]
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    patch = tmp_path / "change.diff"
+    patch.write_text(result.stdout)
+    subprocess.run(["git", "apply", "change.diff"], cwd=tmp_path, check=True)
+    patch.unlink()
+    for path in ("run_pretrain.sh", "pretrain.py"):
+        assert (tmp_path / path).read_bytes() == (SWITCH / "fp32-copy" / path).read_bytes()

@@ -304,7 +304,12 @@ def rewrite(
     """Rewrite scripts to an explicit BF16 recipe (full-bf16, fp32-copy or autocast)."""
     from xlamigrate.discover import discover
     from xlamigrate.engine import rewrite_paths
-    from xlamigrate.report.rewrite_format import render_json, render_text, summary
+    from xlamigrate.report.rewrite_format import (
+        grouped_diffs,
+        render_json,
+        render_text,
+        summary,
+    )
     from xlamigrate.writer import unified_diff
 
     targets = paths or [Path(".")]
@@ -338,7 +343,7 @@ def rewrite(
     if output_format is RewriteFormat.json:
         sys.stdout.write(render_json(report, chosen, apply, diffs))
     elif diff:
-        sys.stdout.write("".join(diffs.values()))
+        sys.stdout.write(grouped_diffs(report, diffs))
     else:
         sys.stdout.write(render_text(report, apply))
     sys.stdout.flush()

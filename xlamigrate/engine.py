@@ -21,7 +21,14 @@ from xlamigrate import kinds
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.config import Settings
 from xlamigrate.discover import Discovery, SourceFile, discover
-from xlamigrate.model import FileError, FileResult, RewriteOutcome, RewriteReport, ScanReport
+from xlamigrate.model import (
+    FileError,
+    FileResult,
+    LaunchEdge,
+    RewriteOutcome,
+    RewriteReport,
+    ScanReport,
+)
 from xlamigrate.project.build import Analysed, ProjectBuilder
 from xlamigrate.project.launchers import launches_with_flag
 from xlamigrate.project.model import Project
@@ -81,7 +88,7 @@ def scan_paths(
     task = partial(_scan_job, catalogue=catalogue, enabled=enabled)
     scanned = _run(layout.with_contexts(work, request.mode), task, jobs, "scan")
     results = [FileResult(e.path, errors=(e,)) for e in unreadable] + scanned
-    return _report(len(discovery.files), len(work), results)
+    return replace(_report(len(discovery.files), len(work), results), launches=layout.edges())
 
 
 def rewrite_paths(
@@ -112,6 +119,7 @@ def rewrite_paths(
         files_scanned=len(discovery.files),
         outcomes=tuple(outcomes),
         errors=tuple(sorted(errors, key=lambda e: (e.path, e.line or 0))),
+        launches=layout.edges(),
     )
 
 
@@ -196,6 +204,31 @@ class _Layout:
             changed = [j for j in scripts if self.contexts.get(j.display) != before.get(j.display)]
             redone = {o.path: o for o in _run(self.with_contexts(changed), task, jobs, "rewrite")}
             planned = [redone.get(o.path, o) for o in planned]
+
+    def edges(self) -> tuple[LaunchEdge, ...]:
+        """Every enabling write the project decided on, with the scripts it reaches."""
+        if self.builder is None:
+            return ()
+        edges = []
+        for launcher in self.builder.launchers(self.analysed):
+            decisions = self.project.decisions_for(launcher.path)
+            for write in launcher.writes:
+                decision = decisions.get(write.start)
+                if decision is None:
+                    continue
+                edges.append(
+                    LaunchEdge(
+                        launcher.path,
+                        write.line,
+                        write.variable,
+                        write.launched,
+                        decision.scripts,
+                        decision.migrated,
+                        decision.signal,
+                        decision.reason,
+                    )
+                )
+        return tuple(sorted(edges, key=lambda edge: (edge.launcher, edge.line)))
 
     def _unapplied(self, outcome: RewriteOutcome) -> str | None:
         """Why a launched script did not take its recipe: it could not (a rule says why), or

@@ -73,6 +73,22 @@ class FileResult:
 
 
 @dataclass(frozen=True)
+class LaunchEdge:
+    """One enabling write of a launcher and the project's word on it: what it reaches, and
+    whether it was migrated (turned into `signal`, or gone where the recipe is
+    unconditional) or kept (`reason` says why)."""
+
+    launcher: str
+    line: int
+    variable: str
+    reaches: tuple[str, ...]  # the processes it reaches, as the launcher names them
+    scripts: tuple[str, ...]  # the scripts of the project that took the recipe for it
+    migrated: bool
+    signal: str | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
 class ScanReport:
     """Everything one scan produced, sorted by path and position."""
 
@@ -80,6 +96,7 @@ class ScanReport:
     findings: tuple[Finding, ...] = ()
     errors: tuple[FileError, ...] = ()
     files_parsed: int = field(default=0, compare=False)
+    launches: tuple[LaunchEdge, ...] = ()  # the project's launch graph, where it has one
 
     @property
     def has_problems(self) -> bool:
@@ -109,3 +126,4 @@ class RewriteReport:
     files_scanned: int
     outcomes: tuple[RewriteOutcome, ...] = ()
     errors: tuple[FileError, ...] = ()
+    launches: tuple[LaunchEdge, ...] = ()  # the project's launch graph, where it has one

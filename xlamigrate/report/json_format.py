@@ -7,7 +7,7 @@ from typing import Any
 
 from xlamigrate import __version__
 from xlamigrate.catalogue import Catalogue
-from xlamigrate.model import Finding, ScanReport
+from xlamigrate.model import Finding, LaunchEdge, ScanReport
 
 
 def render(report: ScanReport, catalogue: Catalogue) -> str:
@@ -19,8 +19,24 @@ def render(report: ScanReport, catalogue: Catalogue) -> str:
             {"path": error.path, "line": error.line, "message": error.message}
             for error in report.errors
         ],
+        "launches": [launch_json(edge) for edge in report.launches],
     }
     return json.dumps(document, indent=2) + "\n"
+
+
+def launch_json(edge: LaunchEdge) -> dict[str, Any]:
+    """One edge of the launch graph: a launcher's enabling write, what it reaches, and what
+    the rewrite (in the configured mode) does with it."""
+    return {
+        "launcher": edge.launcher,
+        "line": edge.line,
+        "variable": edge.variable,
+        "reaches": list(edge.reaches),
+        "scripts": list(edge.scripts),
+        "migrated": edge.migrated,
+        "signal": edge.signal,
+        "reason": edge.reason or None,
+    }
 
 
 def finding_json(finding: Finding) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from typing import Any
 
 from xlamigrate import __version__
 from xlamigrate.model import RewriteOutcome, RewriteReport
-from xlamigrate.report.json_format import finding_json
+from xlamigrate.report.json_format import finding_json, launch_json
 from xlamigrate.report.text_format import error_line, finding_line
 
 
@@ -31,8 +31,32 @@ def render_json(
             {"path": error.path, "line": error.line, "message": error.message}
             for error in report.errors
         ],
+        "launches": [launch_json(edge) for edge in report.launches],
     }
     return json.dumps(document, indent=2) + "\n"
+
+
+def grouped_diffs(report: RewriteReport, diffs: dict[str, str]) -> str:
+    """The diffs with each launcher followed by the scripts it migrated (a `#` line names
+    them; `patch` and `git apply` skip it), then the other files in path order."""
+    out: list[str] = []
+    shown: set[str] = set()
+    groups: dict[str, list[str]] = {}
+    for edge in report.launches:
+        if edge.migrated:
+            scripts = groups.setdefault(edge.launcher, [])
+            scripts.extend(s for s in edge.scripts if s not in scripts)
+    for launcher, scripts in groups.items():
+        members = [path for path in (launcher, *scripts) if path in diffs and path not in shown]
+        if not members:
+            continue
+        signal = next((e.signal for e in report.launches if e.launcher == launcher), None)
+        how = f"the recipe under {signal}" if signal else "the recipe"
+        out.append(f"# {launcher} starts {', '.join(scripts)}: {how}\n")
+        out.extend(diffs[path] for path in members)
+        shown.update(members)
+    out.extend(diff for path, diff in diffs.items() if path not in shown)
+    return "".join(out)
 
 
 def render_text(report: RewriteReport, applied: bool) -> str:
