@@ -53,3 +53,21 @@ def test_readme_verify_example_is_what_verify_prints() -> None:
     printed = result.stderr.splitlines()[:1] + result.stdout.splitlines()
     printed += result.stderr.splitlines()[1:]
     assert _without_plot_and_numbers(printed) == _without_plot_and_numbers(block.splitlines())
+
+
+PROJECT_EXAMPLE = ROOT / "tests" / "fixtures" / "projects" / "precision_switch_launcher" / "before"
+
+
+def test_readme_project_example_is_what_rewrite_prints_in_each_mode() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    launcher = (PROJECT_EXAMPLE / "run_clm.sh").read_text(encoding="utf-8")
+    assert f"```bash\n{launcher}```" in readme
+    for mode in ("full-bf16", "fp32-copy", "autocast"):
+        command = f"$ xlamigrate rewrite --diff --mode {mode} .\n"
+        block = readme.split(command, 1)[1].split("```", 1)[0]
+        result = subprocess.run(
+            [sys.executable, "-m", "xlamigrate.cli", "rewrite", "--diff", "--mode", mode, "."],
+            cwd=PROJECT_EXAMPLE, capture_output=True, text=True,
+        )  # fmt: skip
+        assert result.returncode == 1, result.stderr
+        assert block == result.stdout, mode

@@ -352,7 +352,9 @@ class _Planner:
         if recipe.signal is None or recipe.platform != "neuron":
             return
         code = ""
-        if self.mode == "full-bf16" and not self._sets_rounding_always():
+        if self.mode == "full-bf16" and not (
+            recipe.rounding_elsewhere or self._sets_rounding_always()
+        ):
             code = f'os.environ["{STOCHASTIC_ROUNDING}"] = "1"\n'
         elif self.mode == "fp32-copy" and (recipe.rounding_elsewhere or self._rounding_on()):
             code = f'os.environ["{STOCHASTIC_ROUNDING}"] = "0"  # FP32 masters replace rounding\n'
