@@ -298,7 +298,10 @@ def test_json_report_lists_changes_fixes_remaining_findings_and_errors(
     finding_keys = set(finding_json(scanned.findings[0]))  # what `scan --format json` prints
 
     document = rewrite_json(cwd=tmp_path, expect_exit=1)
-    assert set(document) == {"version", "mode", "applied", "files_scanned", "files", "errors"}
+    assert set(document) == {
+        "version", "mode", "applied", "files_scanned", "files", "errors", "launches",
+    }  # fmt: skip
+    assert document["launches"] == []  # no launcher here
     assert document["version"] == xlamigrate.__version__
     assert (document["mode"], document["applied"], document["files_scanned"]) == (
         "full-bf16",
