@@ -66,17 +66,47 @@ def code_cell(source: Any) -> dict[str, Any]:
     }
 
 
-FLAG_CELL = code_cell(["import os\n", 'os.environ["XLA_USE_BF16"] = "1"\n'])
+FLAG_CELL_HEAD = ["import os\n", "import torch\n"]
+FLAG_CELL_TAIL = [
+    "loss = model(torch.ones(4)).sum()\n",
+    "loss.backward()\n",
+]
+MODEL = "model = torch.nn.Linear(4, 1)\n"
+OPTIMIZER = "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+FLAG_CELL = code_cell(
+    [*FLAG_CELL_HEAD, 'os.environ["XLA_USE_BF16"] = "1"\n', MODEL, OPTIMIZER, *FLAG_CELL_TAIL]
+)
 # FLAG_CELL rewritten alone, in each mode: its notebook's other cell cannot be read.
+CASTS = ["model.to(torch.bfloat16)\n", "cast_inputs_to_module_dtype(model)\n"]
 FLAG_CELL_REWRITTEN = {
-    "full-bf16": ["import os\n", 'os.environ["NEURON_RT_STOCHASTIC_ROUNDING_EN"] = "1"\n'],
-    "fp32-copy": ["import os\n"],
-    "autocast": [
-        "import os\n",
-        "import torch\n",
+    "full-bf16": [
+        *FLAG_CELL_HEAD,
+        "from xlamigrate.runtime import cast_inputs_to_module_dtype\n",
         "\n",
+        'os.environ["NEURON_RT_STOCHASTIC_ROUNDING_EN"] = "1"\n',
+        MODEL,
+        *CASTS,
+        OPTIMIZER,
+        *FLAG_CELL_TAIL,
+    ],
+    "fp32-copy": [
+        *FLAG_CELL_HEAD,
+        "from xlamigrate.runtime import FP32ParamsCopy, cast_inputs_to_module_dtype\n",
+        "\n",
+        MODEL,
+        *CASTS,
+        "optimizer = FP32ParamsCopy(torch.optim.SGD(model.parameters(), lr=0.1))\n",
+        *FLAG_CELL_TAIL,
+    ],
+    "autocast": [
+        *FLAG_CELL_HEAD,
         'os.environ["NEURON_CC_FLAGS"] = os.environ.get("NEURON_CC_FLAGS", "")'
         ' + " --auto-cast=none"\n',
+        MODEL,
+        OPTIMIZER,
+        'with torch.autocast(dtype=torch.bfloat16, device_type="xla"):\n',
+        "    " + FLAG_CELL_TAIL[0],
+        FLAG_CELL_TAIL[1],
     ],
 }
 BAD_CELL = code_cell(["x = 1\n", "def f(:\n", "  pass\n"])
@@ -285,7 +315,7 @@ CASES: dict[str, Case] = {
     "notebook_cell_with_a_syntax_error": Case(  # rewrite named the joined module's line 7
         files={"bad.ipynb": notebook(FLAG_CELL, BAD_CELL)},
         errors={"bad.ipynb": (2, "cell 1: could not parse")},
-        findings={"bad.ipynb": 2},  # the other cells are still checked, and rewritten
+        findings={"bad.ipynb": 3},  # the other cells are still checked, and rewritten
         rewrites={
             "bad.ipynb": lambda mode: notebook(code_cell(FLAG_CELL_REWRITTEN[mode]), BAD_CELL)
         },
@@ -293,7 +323,7 @@ CASES: dict[str, Case] = {
     "notebook_cell_nested_too_deep": Case(
         files={"bad.ipynb": notebook(FLAG_CELL, DEEP_CELL)},
         errors={"bad.ipynb": (None, "cell 1: could not parse: nesting too deep")},
-        findings={"bad.ipynb": 2},
+        findings={"bad.ipynb": 3},
         rewrites={
             "bad.ipynb": lambda mode: notebook(code_cell(FLAG_CELL_REWRITTEN[mode]), DEEP_CELL)
         },
@@ -582,7 +612,7 @@ def test_fifos_and_devices_named_like_scripts_are_reported_not_read_forever(
 ) -> None:
     """A FIFO blocked the read (and, without a suffix, the shebang sniff) for ever; a link to
     /dev/zero filled the memory. Runs on Linux (CI) and macOS."""
-    write_files(tmp_path, {GOOD: FLAG_WRITE})
+    write_files(tmp_path, {GOOD: mlp("full-bf16", "in")})
     os.mkfifo(tmp_path / "pipe.py")
     os.mkfifo(tmp_path / "pipe_without_suffix")
     (tmp_path / "zero.py").symlink_to("/dev/zero")
@@ -593,9 +623,7 @@ def test_fifos_and_devices_named_like_scripts_are_reported_not_read_forever(
         assert errors["pipe.py"] == "XM901 could not read: not a regular file"
         assert errors["zero.py"] == "XM901 could not read: not a regular file"
         assert "pipe_without_suffix" not in result.stdout + result.stderr
-    assert (tmp_path / GOOD).read_text() == (
-        'import os\nos.environ["NEURON_RT_STOCHASTIC_ROUNDING_EN"] = "1"\n'
-    )
+    assert (tmp_path / GOOD).read_bytes() == mlp("full-bf16", "out")
 
 
 @NEEDS_SYMLINKS

@@ -139,6 +139,8 @@ def test_fix_applicability_follows_context(catalogue: Catalogue) -> None:
     os.environ["XLA_USE_FP16"] = "0"
     subprocess.run(["x"], env={"XLA_USE_BF16": "1"})
     os.environ.pop("XLA_USE_BF16", None)
+    model = torch.nn.Linear(4, 4)  # the model the recipe casts: the fix of line 3 is safe
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     """
     fixes = [(f.code, f.fix.applicability if f.fix else None) for f in findings(source, catalogue)]
     assert fixes == [

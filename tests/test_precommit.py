@@ -31,7 +31,12 @@ TRAIN = (
     "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
 )
 LAUNCH = "#!/bin/bash\nexport XLA_USE_BF16=1\npython train.py\n"
-NOTEBOOK_CELL = '%env XLA_DOWNCAST_BF16=1\nprint("hello")\n'
+NOTEBOOK_CELL = (
+    "%env XLA_DOWNCAST_BF16=1\n"
+    "import torch\n"
+    "net = torch.nn.Linear(2, 2)\n"
+    "sgd = torch.optim.SGD(net.parameters(), lr=0.1)\n"
+)
 CONFIG = '[tool.xlamigrate]\nmode = "fp32-copy"\n'
 
 

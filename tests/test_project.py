@@ -72,6 +72,16 @@ def test_a_script_outside_the_project_keeps_the_write() -> None:
     assert project.scripts == {}
 
 
+@pytest.mark.parametrize(
+    "helper", ["NODES=$(/root/nodelist_helper.py)", "HOSTS=`python3 /root/hosts.py`"]
+)
+def test_a_helper_run_for_its_output_is_not_a_process_the_write_is_for(helper: str) -> None:
+    text = f"export XLA_DOWNCAST_BF16=1\n{helper}\ntorchrun train.py\n"
+    project, _, _ = build({"run.sh": text, "train.py": ""})
+    (decision,) = project.writes["run.sh"].values()
+    assert decision.migrated and decision.scripts == ("train.py",)
+
+
 def test_the_default_signal_steps_aside_for_a_name_the_tree_already_uses() -> None:
     files = {
         "run.sh": 'export BF16_RECIPE=fast\nif [ "$1" ]; then export XLA_USE_BF16=1; fi\n'

@@ -32,6 +32,8 @@ TRAIN = (
     'dtype = os.environ.get("XLA_DOWNCAST_BF16")\n'
     'del os.environ["XLA_DOWNCAST_BF16"]\n'
     'FLAGS = ["XLA_USE_F16"]\n'
+    "model = torch.nn.Linear(4, 4)\n"  # the model the recipe casts: the fix of line 2 is safe
+    "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
 )
 TRAIN_FINDINGS = [
     (2, 1, "XM101"),

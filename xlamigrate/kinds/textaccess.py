@@ -81,6 +81,9 @@ class LaunchSite:
     script: str
     start: int
     branch: Branch = ()
+    # run for its output (`NODES=$(python3 helper.py)`): a helper, not a training process, so
+    # the session's writes before it are not taken to be for it
+    captured: bool = False
 
 
 @dataclass(frozen=True)

@@ -174,7 +174,7 @@ class _Enabling:
     condition: Condition
 
 
-_RECIPE_PROBLEMS = ("XM401", "XM402", "XM403", "XM406")
+RECIPE_PROBLEMS = ("XM401", "XM402", "XM403", "XM406")
 
 
 @dataclass
@@ -202,7 +202,7 @@ class _Planner:
 
     def problems(self) -> list[Finding]:
         """What kept the recipe from going in whole (no model found, no backward...)."""
-        return [f for f in self.remaining if f.code in _RECIPE_PROBLEMS]
+        return [f for f in self.remaining if f.code in RECIPE_PROBLEMS]
 
     def unapplied(self) -> str | None:
         """Why the recipe a launcher asked for could not go in whole (None: it did)."""

@@ -218,6 +218,7 @@ class _Analyser:
             if script == pending.script
             and at > pending.local_start
             and site is not None
+            and not site.captured
             and not exclusive(pending.access.branch, site.branch)
         )
         later = self.later if pending.script == 0 else ()
@@ -251,6 +252,7 @@ class ScriptReader:
         self.text = self.parsed.text
         self.broken: list[tuple[int, int, int]] = []  # top-level statements with an error
         self.arms: list[tuple[int, int]] = list(script.branch)
+        self.capturing = 0  # inside how many command substitutions (`$(...)`, backquotes)
 
     @property
     def branch(self) -> Branch:
@@ -500,7 +502,13 @@ class ScriptReader:
     def expansions(self, node: Node) -> None:
         """Command and process substitutions inside a command's words: their commands."""
         for child in node.children:
-            if child.type in ("command_substitution", "process_substitution"):
+            if child.type == "command_substitution":
+                self.capturing += 1
+                try:
+                    self.body(child, may_be_empty=True)
+                finally:
+                    self.capturing -= 1
+            elif child.type == "process_substitution":
                 self.body(child, may_be_empty=True)
             elif child.type == "heredoc_redirect":
                 self.heredoc(child)
@@ -564,7 +572,8 @@ class ScriptReader:
         script = made.python_script
         site = None
         if script:
-            site = LaunchSite(script, self.source.start_of(rest[0].start), self.branch)
+            start = self.source.start_of(rest[0].start)
+            site = LaunchSite(script, start, self.branch, captured=self.capturing > 0)
         self.analyser.launches.append((self.script.id, rest[0].start, made, site))
         scripts = (script,) if script else ()
         ctx.prefixes(prefixes, rest[0], scripts)
