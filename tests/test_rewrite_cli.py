@@ -807,3 +807,18 @@ def test_diff_shows_each_launcher_with_its_scripts_and_git_applies_it(tmp_path: 
     patch.unlink()
     for path in ("run_pretrain.sh", "pretrain.py"):
         assert (tmp_path / path).read_bytes() == (SWITCH / "fp32-copy" / path).read_bytes()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_file_that_sets_the_flag_itself_gets_no_neuron_variable_on_tpu(
+    tmp_path: Path, mode: str
+) -> None:
+    """With --target tpu, full-bf16 wrote NEURON_RT_STOCHASTIC_ROUNDING_EN=1 and autocast
+    --auto-cast=none into a script that set the flag for itself."""
+    write_files(tmp_path, {"train.py": fixture(mode, MLP, "in")})
+    result = rewrite("--mode", mode, "--target", "tpu", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    text = (tmp_path / "train.py").read_text()
+    assert "NEURON_" not in text and "XLA_USE_BF16" not in text
+    assert ("torch.autocast(" in text) == (mode == "autocast")
+    assert ("model.to(torch.bfloat16)" in text) == (mode != "autocast")

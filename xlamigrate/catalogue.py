@@ -2,30 +2,21 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from importlib import resources
 from importlib.abc import Traversable
-from pathlib import Path
 from typing import Any
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
-
 from xlamigrate.model import APPLICABILITIES, SEVERITIES, Applicability, Severity
+from xlamigrate.recipes.recipe import Recipe, recipe_from_table
+from xlamigrate.rulesdata import MODES_FILE, read_toml
+from xlamigrate.rulesdata import CatalogueError as CatalogueError
+from xlamigrate.rulesdata import rules_directory as rules_directory
 
 FLAGS_FILE = "flags.toml"
-MODES_FILE = "modes.toml"
 LAUNCHERS_FILE = "launchers.toml"  # read by xlamigrate.kinds.launch
 PLATFORMS_FILE = "platforms.toml"  # read by xlamigrate.project.platform
 _NOT_RULES = frozenset({LAUNCHERS_FILE, PLATFORMS_FILE})
-
-
-class CatalogueError(Exception):
-    """The shipped rule files are malformed: a packaging bug, reported as an internal error."""
 
 
 class UnknownCodeError(ValueError):
@@ -52,18 +43,10 @@ class Flag:
 
 
 @dataclass(frozen=True)
-class Mode:
-    name: str
-    summary: str
-    param_dtype: str  # the parameters' dtype in a run of the rewritten script
-    fp32_masters: bool  # whether the optimizer keeps float32 master weights
-
-
-@dataclass(frozen=True)
 class Catalogue:
     rules: Mapping[str, Rule]
     flags: Mapping[str, Flag]
-    modes: Mapping[str, Mode]
+    modes: Mapping[str, Recipe]  # by name, in modes.toml's order
 
     def rule(self, code: str) -> Rule:
         return self.rules[code]
@@ -92,36 +75,24 @@ class Catalogue:
         return chosen - self.expand(ignore)
 
 
-def rules_directory() -> Traversable:
-    """The `rules/` data: inside the installed package, or at the top of a source checkout."""
-    packaged = resources.files("xlamigrate").joinpath("rules")
-    if packaged.is_dir():
-        return packaged
-    return Path(__file__).resolve().parent.parent / "rules"
-
-
 def load_catalogue(directory: Traversable | None = None) -> Catalogue:
     directory = directory if directory is not None else rules_directory()
     rules: dict[str, Rule] = {}
     flags: dict[str, Flag] = {}
-    modes: dict[str, Mode] = {}
+    modes: dict[str, Recipe] = {}
     entries = sorted(directory.iterdir(), key=lambda entry: entry.name)
     for entry in entries:
         if not entry.name.endswith(".toml") or entry.name in _NOT_RULES:
             continue
-        data = _read_toml(entry)
+        data = read_toml(entry)
         if entry.name == FLAGS_FILE:
             for item in data.get("flag", []):
                 flag = Flag(name=item["name"], write_rule=item["write_rule"], effect=item["effect"])
                 flags[flag.name] = flag
         elif entry.name == MODES_FILE:
             for item in data.get("mode", []):
-                modes[item["name"]] = Mode(
-                    name=item["name"],
-                    summary=item["summary"],
-                    param_dtype=item["param_dtype"],
-                    fp32_masters=item["fp32_masters"],
-                )
+                recipe = recipe_from_table(item)
+                modes[recipe.name] = recipe
         else:
             rule = _parse_rule(entry.name, data)
             rules[rule.code] = rule
@@ -131,13 +102,6 @@ def load_catalogue(directory: Traversable | None = None) -> Catalogue:
         if flag.write_rule not in rules:
             raise CatalogueError(f"flag {flag.name} names unknown rule {flag.write_rule}")
     return Catalogue(rules=rules, flags=flags, modes=modes)
-
-
-def _read_toml(entry: Traversable) -> dict[str, Any]:
-    try:
-        return tomllib.loads(entry.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as error:
-        raise CatalogueError(f"cannot read rule file {entry.name}: {error}") from error
 
 
 def _parse_rule(filename: str, data: dict[str, Any]) -> Rule:

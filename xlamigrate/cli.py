@@ -7,10 +7,11 @@ Exit codes (as ruff): 0 nothing found, 1 findings or files that could not be che
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import replace
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn, cast
 
 import typer
 
@@ -18,6 +19,7 @@ from xlamigrate import __version__
 from xlamigrate.catalogue import Catalogue, CatalogueError, UnknownCodeError, load_catalogue
 from xlamigrate.config import ConfigError, Settings, load_settings
 from xlamigrate.model import FileError, RewriteReport, ScanReport
+from xlamigrate.recipes import DEFAULT_MODE, MODES
 from xlamigrate.request import DEFAULT_SIGNAL, RewriteRequest
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -251,10 +253,20 @@ class RewriteFormat(str, Enum):
     json = "json"
 
 
-class Mode(str, Enum):
-    full_bf16 = "full-bf16"
-    fp32_copy = "fp32-copy"
-    autocast = "autocast"
+EVERY_MODE = "all"  # `verify --mode all`: each recipe in turn
+
+
+def _choices(name: str, values: Sequence[str]) -> type[Enum]:
+    """An option's choices as typer wants them, an Enum, made from data (the recipes' names)."""
+    return cast("type[Enum]", Enum(name, [(v.replace("-", "_"), v) for v in values], type=str))
+
+
+if TYPE_CHECKING:  # made at run time from the registry; a type checker sees an Enum
+    Mode = Enum
+    VerifyMode = Enum
+else:
+    Mode = _choices("Mode", MODES)
+    VerifyMode = _choices("VerifyMode", (*MODES, EVERY_MODE))
 
 
 class Target(str, Enum):
@@ -269,7 +281,7 @@ def rewrite(
     ] = None,
     mode: Annotated[
         Mode | None,
-        typer.Option(help="The recipe (default: [tool.xlamigrate] mode, else full-bf16)."),
+        typer.Option(help=f"The recipe (default: [tool.xlamigrate] mode, else {DEFAULT_MODE})."),
     ] = None,
     target: Annotated[
         Target | None,
@@ -317,7 +329,7 @@ def rewrite(
         _fail_on_missing(targets)
     catalogue = _catalogue()
     settings = _settings(targets, catalogue, config, select, ignore, exclude, respect_gitignore)
-    chosen = mode.value if mode is not None else (settings.mode or "full-bf16")
+    chosen = mode.value if mode is not None else (settings.mode or DEFAULT_MODE)
     request = RewriteRequest(
         chosen,
         unsafe_fixes,
@@ -351,13 +363,6 @@ def rewrite(
     pending = not apply and any(outcome.changed for outcome in report.outcomes)
     left = any(outcome.remaining for outcome in report.outcomes) or bool(report.errors)
     raise typer.Exit(EXIT_FINDINGS if pending or left else EXIT_CLEAN)
-
-
-class VerifyMode(str, Enum):
-    full_bf16 = "full-bf16"
-    fp32_copy = "fp32-copy"
-    autocast = "autocast"
-    all = "all"
 
 
 @app.command()
@@ -456,12 +461,12 @@ def verify(
 
 
 def _verify_modes(modes: list[VerifyMode] | None, configured: str | None) -> tuple[str, ...]:
-    every = tuple(m.value for m in VerifyMode if m is not VerifyMode.all)
     if not modes:
-        return (configured or "full-bf16",)
-    if VerifyMode.all in modes:
-        return every
-    return tuple(m for m in every if m in {chosen.value for chosen in modes})
+        return (configured or DEFAULT_MODE,)
+    named = {chosen.value for chosen in modes}
+    if EVERY_MODE in named:
+        return MODES
+    return tuple(mode for mode in MODES if mode in named)
 
 
 def _assignments(values: list[str]) -> dict[str, str]:

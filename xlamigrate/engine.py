@@ -33,7 +33,7 @@ from xlamigrate.project.build import Analysed, ProjectBuilder
 from xlamigrate.project.launchers import launches_with_flag
 from xlamigrate.project.model import Project
 from xlamigrate.project.resolve import ScriptResolver
-from xlamigrate.request import STANDALONE, FileContext, RewriteRequest
+from xlamigrate.request import DEFAULT_MODE, STANDALONE, FileContext, RewriteRequest
 
 # A file of the project the project decided nothing about: its enabling writes start no
 # script of the project it could follow.
@@ -80,7 +80,7 @@ def scan_paths(
     enabled = catalogue.select(settings.select, settings.ignore)
     work, unreadable = _flagged_files(discovery, catalogue)
     # The launchers' findings say what `rewrite` (in the configured mode) would do with them.
-    request = RewriteRequest(settings.mode or "full-bf16", target=settings.target)
+    request = RewriteRequest(settings.mode or DEFAULT_MODE, target=settings.target)
     layout = _Layout.of(work, discovery, settings, catalogue, request, jobs)
     if layout.project.scripts:
         plan = partial(_rewrite_job, catalogue=catalogue, enabled=enabled, request=request)

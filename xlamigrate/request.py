@@ -8,20 +8,29 @@ from dataclasses import dataclass, field
 
 from xlamigrate.kinds.textaccess import TextAccess
 from xlamigrate.project.model import ScriptRecipe, WriteDecision
+from xlamigrate.recipes import DEFAULT_MODE as DEFAULT_MODE
+from xlamigrate.recipes import Recipe, recipe_of
 
 # The environment variable launchers set, in place of the legacy flag, for the configurations
 # that enabled it; the launched script applies its recipe when it is "1".
 DEFAULT_SIGNAL = "BF16_RECIPE"
-DEFAULT_MODE = "full-bf16"
 TARGETS = ("neuron", "tpu")
 
 
 @dataclass(frozen=True)
 class RewriteRequest:
-    mode: str
+    mode: str  # a recipe's name (an unknown one is an UnknownModeError here)
     unsafe_fixes: bool = False
     target: str | None = None  # the platform, where the user says it (else inferred, else neuron)
     signal: str = DEFAULT_SIGNAL
+
+    def __post_init__(self) -> None:
+        recipe_of(self.mode)
+
+    @property
+    def recipe(self) -> Recipe:
+        """What the mode does, which the kinds ask (they never compare its name)."""
+        return recipe_of(self.mode)
 
 
 @dataclass(frozen=True)

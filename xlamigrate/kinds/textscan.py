@@ -244,7 +244,8 @@ class _TextPlan:
         self.writes = [a for a in self.analysis.accesses if a.kind == "write"]
         self.has_rounding = any(a.variable == STOCHASTIC_ROUNDING for a in self.writes)
         self.flag_writes = [a for a in self.writes if a.variable == NEURON_CC_FLAGS]
-        self.neuron = self.context.platform == "neuron"
+        self.recipe = self.request.recipe
+        self.environment = self.recipe.environment_on(self.context.platform)
 
     def take(self, access: TextAccess | TextMention, finding: Finding) -> None:
         applicability = finding.fix.applicability if finding.fix else None
@@ -281,21 +282,22 @@ class _TextPlan:
         """What an enabling write becomes in its own construct (None: removed)."""
         if signal is not None:
             return _render(self.kind, access.syntax, signal, "1")
-        if not self.neuron or any(runs_with(done.branch, access.branch) for done in self.replaced):
+        if any(runs_with(done.branch, access.branch) for done in self.replaced):
             return None  # the recipe's variables are already set wherever this write runs
-        mode = self.request.mode
-        if mode == "full-bf16" and not self.has_rounding:
+        if self.environment.rounding_on and not self.has_rounding:
             return _render(self.kind, access.syntax, STOCHASTIC_ROUNDING, "1")
-        if mode == "autocast" and not self.flag_writes:
+        if self.environment.auto_cast_none and not self.flag_writes:
             return _render(self.kind, access.syntax, NEURON_CC_FLAGS, _AUTO_CAST_NONE, append=True)
         return None
 
     def finish(self, path: str) -> None:
         """The edits beyond the flag's own writes, for a recipe that went in unconditionally:
-        NEURON_CC_FLAGS gets --auto-cast=none, an explicit rounding "1" goes for fp32-copy."""
-        mode = self.request.mode
-        if self.unconditional and self.neuron:
-            if mode == "autocast" and not any(_AUTO_CAST_NONE in e.replacement for e in self.edits):
+        NEURON_CC_FLAGS gets --auto-cast=none, an explicit rounding "1" goes (as the recipe's
+        environment edits on this platform say)."""
+        if self.unconditional:
+            if self.environment.auto_cast_none and not any(
+                _AUTO_CAST_NONE in e.replacement for e in self.edits
+            ):
                 merges, unmerged = _merge_auto_cast_none(self.kind, self.flag_writes)
                 self.edits.extend(merges)
                 index = LineIndex(self.text)
@@ -309,7 +311,7 @@ class _TextPlan:
                     )
                     for w in unmerged
                 )
-            if mode == "fp32-copy":  # master weights replace rounding: drop an explicit "1"
+            if self.environment.rounding_off:  # the master weights replace an explicit "1"
                 self.edits.extend(
                     a.removal
                     for a in self.writes
@@ -318,7 +320,7 @@ class _TextPlan:
                     and a.value is not None
                     and a.value.enabled is True
                 )
-        if mode == "autocast":
+        if self.recipe.adds_auto_cast_none:
             self.edits = _no_auto_cast_beside_a_legacy_flag(
                 self.catalogue,
                 path,

@@ -7,7 +7,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from xlamigrate.catalogue import Mode
+from xlamigrate.recipes import Recipe
 from xlamigrate.verify.runs import RunResult, legacy_flags_on
 
 EQUIVALENT, DIVERGENT, FAILED = "equivalent", "divergent", "failed"
@@ -71,7 +71,7 @@ def relative_gaps(
 def compare(
     original: RunResult,
     rewritten: RunResult,
-    mode: Mode,
+    mode: Recipe,
     legacy_on: bool,
     rtol: float = RTOL,
     window: int = WINDOW,
@@ -137,7 +137,7 @@ def compare(
     return Comparison(mode.name, EQUIVALENT, detail, tuple(checks), tuple(gaps))
 
 
-def _dtype_problem(rewritten: RunResult, mode: Mode, legacy_on: bool) -> str | None:
+def _dtype_problem(rewritten: RunResult, mode: Recipe, legacy_on: bool) -> str | None:
     params = dict(rewritten.dtypes.get("params", {}))
     if not legacy_on:
         if set(params) - {FP32}:

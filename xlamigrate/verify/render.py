@@ -8,11 +8,12 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from xlamigrate.recipes import RECIPES
 from xlamigrate.verify.compare import EQUIVALENT, Comparison
 from xlamigrate.verify.runs import RunResult
 from xlamigrate.verify.verifier import ORIGINAL, VerifyReport
 
-MARKERS = {ORIGINAL: "O", "full-bf16": "F", "fp32-copy": "C", "autocast": "A"}
+MARKERS = {ORIGINAL: "O", **{name: recipe.marker for name, recipe in RECIPES.items()}}
 OVERLAP = "*"
 PLOT_WIDTH, PLOT_HEIGHT = 60, 10
 COLUMNS = ("run", "exit", "steps", "first loss", "last loss", "params", "masters", "max gap",

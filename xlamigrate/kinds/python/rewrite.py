@@ -2,13 +2,14 @@
 applies them, and returns the new bytes with what was fixed and what is left to do by hand.
 
 Common to all modes: every write of a legacy flag that the user may have fixed (safe, or unsafe
-with --unsafe-fixes) is removed. If some write enabled the flag, the mode's recipe goes in under
-the same condition: full-bf16 and fp32-copy cast the model to bf16 (with the runtime's input
-cast) before its optimizer is built, full-bf16 sets NEURON_RT_STOCHASTIC_ROUNDING_EN where the
-flag was set, fp32-copy wraps the optimizer in FP32ParamsCopy, autocast merges --auto-cast=none
-into NEURON_CC_FLAGS and wraps the forward pass in torch.autocast. Where that recipe cannot go
-in whole (no model to cast, no backward pass, a condition that cannot be written there), the
-enabling writes stay, manual: removing them would train in FP32 with nothing in their place.
+with --unsafe-fixes) is removed. If some write enabled the flag, the mode's recipe (its facts in
+rules/modes.toml, see `xlamigrate.recipes`) goes in under the same condition: its environment
+edits (NEURON_RT_STOCHASTIC_ROUNDING_EN where the flag was set, or an explicit one removed, or
+--auto-cast=none merged into NEURON_CC_FLAGS), the model cast to bf16 (with the runtime's input
+cast) before its optimizer is built, the optimizer wrapped in FP32ParamsCopy, the forward pass
+wrapped in torch.autocast. Where that recipe cannot go in whole (no model to cast, no backward
+pass, a condition that cannot be written there), the enabling writes stay, manual: removing them
+would train in FP32 with nothing in their place.
 """
 
 from __future__ import annotations
@@ -42,9 +43,10 @@ from xlamigrate.kinds.python.training import TrainingScript, code_of, collect_no
 from xlamigrate.model import FileError, Finding, Fix, RewriteOutcome, Span
 from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING, merge_auto_cast_none
 from xlamigrate.project.model import ScriptRecipe
+from xlamigrate.recipes import MODES as MODES
+from xlamigrate.recipes import EnvironmentEdits
 from xlamigrate.request import STANDALONE, FileContext, RewriteRequest
 
-MODES = ("full-bf16", "fp32-copy", "autocast")
 _Item = TypeVar("_Item")
 RUNTIME = "xlamigrate.runtime"
 _AUTOCAST = 'torch.autocast(dtype=torch.bfloat16, device_type="xla")'
@@ -58,8 +60,6 @@ def rewrite_python(
     request: RewriteRequest,
     context: FileContext = STANDALONE,
 ) -> RewriteOutcome:
-    if request.mode not in MODES:
-        raise ValueError(f"unknown mode {request.mode!r}")
     parsed = parse_python(path, data)
     if isinstance(parsed, FileError):
         return RewriteOutcome(path, data, None, errors=(parsed,))
@@ -200,7 +200,12 @@ class _Planner:
     def __post_init__(self) -> None:
         self.script = TrainingScript(self.wrapper)
         self.positions = self.wrapper.resolve(PositionProvider)
-        self.mode = self.request.mode
+        self.recipe = self.request.recipe
+        # The environment edits of the file's own enabling writes: for the platform the user
+        # names (--target), else the one its launchers say (Neuron where nothing says).
+        self.own_environment = self.recipe.environment_on(
+            self.request.target or self.context.platform
+        )
         self.unsafe_fixes = self.request.unsafe_fixes
         self.launched = self.context.recipe
         self.reads_against = self.context.reads_against
@@ -346,19 +351,20 @@ class _Planner:
             self._after_imports(statement.with_changes(leading_lines=leading))
         return self.gate
 
-    def _launched_environment(self, recipe: ScriptRecipe, gate: cst.BaseExpression) -> None:
-        """Under the signal, the script sets what the launcher's flag implied on Neuron (with no
-        signal the launcher itself sets it, where the flag was)."""
-        if recipe.signal is None or recipe.platform != "neuron":
+    def _launched_environment(self, script: ScriptRecipe, gate: cst.BaseExpression) -> None:
+        """Under the signal, the script sets what the launcher's flag implied on its platform
+        (with no signal the launcher itself sets it, where the flag was)."""
+        if script.signal is None:
             return
+        environment = self.recipe.environment_on(script.platform)
         code = ""
-        if self.mode == "full-bf16" and not (
-            recipe.rounding_elsewhere or self._sets_rounding_always()
+        if environment.rounding_on and not (
+            script.rounding_elsewhere or self._sets_rounding_always()
         ):
             code = f'os.environ["{STOCHASTIC_ROUNDING}"] = "1"\n'
-        elif self.mode == "fp32-copy" and (recipe.rounding_elsewhere or self._rounding_on()):
+        elif environment.rounding_off and (script.rounding_elsewhere or self._rounding_on()):
             code = f'os.environ["{STOCHASTIC_ROUNDING}"] = "0"  # FP32 masters replace rounding\n'
-        elif self.mode == "autocast":
+        elif environment.auto_cast_none:
             code = self._auto_cast_code("os.environ")
         if code:
             self.plan.imports.add(("os", None))
@@ -407,17 +413,25 @@ class _Planner:
     # -- the recipe ----------------------------------------------------------------------------
 
     def _apply_recipe(self) -> None:
-        if self.mode == "full-bf16":
+        """The recipe's parts, each as the recipe says: its environment edits, the model's cast
+        (with the master weights), the forward pass under autocast."""
+        self._environment_edits(self.own_environment)
+        if self.recipe.casts_model:
+            self._cast_models(wrap_optimizer=self.recipe.fp32_masters)
+        if self.recipe.autocast_forward:
+            self._autocast_regions()
+
+    def _environment_edits(self, environment: EnvironmentEdits) -> None:
+        """Stochastic rounding set where the flag was, or an explicit "1" removed; --auto-cast=none
+        merged into NEURON_CC_FLAGS unless a legacy flag stays set beside it (XM405)."""
+        if environment.rounding_on:
             self._environment_statement(self._stochastic_rounding_code, STOCHASTIC_ROUNDING)
-            self._cast_models(wrap_optimizer=False)
-        elif self.mode == "fp32-copy":
-            if self.launched is None or self.launched.signal is None:
-                # every configuration is the recipe's: its explicit rounding "1" goes (under
-                # the signal, rounding is turned off there instead; the other configurations
-                # keep their writes)
-                self._remove_stochastic_rounding_writes()
-            self._cast_models(wrap_optimizer=True)
-        else:
+        if environment.rounding_off and (self.launched is None or self.launched.signal is None):
+            # every configuration is the recipe's: its explicit rounding "1" goes (under the
+            # signal, rounding is turned off there instead, and the other configurations keep
+            # their writes)
+            self._remove_stochastic_rounding_writes()
+        if environment.auto_cast_none:
             staying = self._legacy_writes_staying()
             if staying is None:
                 self._neuron_cc_flags()
@@ -425,7 +439,6 @@ class _Planner:
                 self.remaining.append(
                     self._manual("XM405", self._span(staying.node), staying.variable)
                 )
-            self._autocast_regions()
 
     def _legacy_writes_staying(self) -> EnvAccess | None:
         """A write that may turn a legacy flag on and is not being removed (noqa'd, say)."""

@@ -1,0 +1,36 @@
+"""Where the shipped data (`rules/*.toml`) lives and how one of its files is read: shared by the
+catalogue and the recipes, so that neither has to import the other."""
+
+from __future__ import annotations
+
+import sys
+from importlib import resources
+from importlib.abc import Traversable
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+MODES_FILE = "modes.toml"  # read by xlamigrate.recipes (and the catalogue's `modes`)
+
+
+class CatalogueError(Exception):
+    """The shipped rule files are malformed: a packaging bug, reported as an internal error."""
+
+
+def rules_directory() -> Traversable:
+    """The `rules/` data: inside the installed package, or at the top of a source checkout."""
+    packaged = resources.files("xlamigrate").joinpath("rules")
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parent.parent / "rules"
+
+
+def read_toml(entry: Traversable) -> dict[str, Any]:
+    try:
+        return tomllib.loads(entry.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise CatalogueError(f"cannot read rule file {entry.name}: {error}") from error
