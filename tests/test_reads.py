@@ -160,6 +160,18 @@ def test_every_launch_with_the_flag_makes_the_recipe_constant_true(catalogue: Ca
     assert "if BF16_RECIPE:" in code
 
 
+def test_a_flag_no_launch_sets_is_left_where_every_launch_sets_the_other(
+    catalogue: Catalogue,
+) -> None:
+    """`"XLA_USE_BF16" in os.environ`, where every launch sets only XLA_DOWNCAST_BF16, was False
+    throughout and stays so: it became `not BF16_RECIPE` (neuronx-distributed's gpt_neox)."""
+    body = 'if "XLA_USE_BF16" in os.environ:\n    print("bf16")\n'
+    outcome = rewrite(catalogue, body, ALWAYS_MIXED)
+    assert outcome.rewritten is None
+    [message] = read_lines(outcome)
+    assert "nothing changes" in message
+
+
 def test_where_the_module_uses_the_signal_name_the_read_itself_goes_in(
     catalogue: Catalogue,
 ) -> None:

@@ -172,6 +172,10 @@ class ReadClassifier:
         plan = ReadPlan(top, accesses, "manual", before=before, after=after)
         if any(a.form not in _READ_FORMS for a in accesses) or _unknown(after, *before):
             return plan
+        if all(value == after for value in before):
+            # (before the signal: `"XLA_USE_BF16" in os.environ` where every launch sets only
+            # XLA_DOWNCAST_BF16 is False throughout, not "the recipe is off")
+            return _with(plan, "unchanged")
         boolean = all(isinstance(v, bool) for v in (*before, after)) or self._in_test(top)
         truth = [bool(value) for value in before]
         signal = boolean and truth == self._recipe and any(self._recipe)
@@ -185,8 +189,6 @@ class ReadClassifier:
             return plan
         if signal or negated:
             return _with(plan, "signal", negated=negated)
-        if all(value == after for value in before):
-            return _with(plan, "unchanged")
         return plan
 
     def _in_test(self, node: cst.CSTNode) -> bool:
