@@ -508,3 +508,23 @@ def test_new_imports_never_join_a_one_line_magic_cell(catalogue: Catalogue) -> N
     )
     assert cells[0] == "pip install -q transformers"
     assert cells[1].startswith("import os\n")
+
+
+@pytest.mark.parametrize(
+    "cell",
+    [
+        "!time XLA_USE_BF16=1 torchrun --nproc_per_node=1 train.py\n",
+        "%%bash\nexport XLA_DOWNCAST_BF16=1\ntorchrun train.py\n",
+        '%%writefile job.env\nXLA_USE_BF16="1"\n',
+    ],
+    ids=["bang-line", "bash-cell", "written-env-file"],
+)
+def test_a_cell_the_rewrite_leaves_has_only_manual_findings(catalogue: Catalogue, cell: str) -> None:
+    """`!XLA_USE_BF16=1 torchrun ...` (the Neuron BERT-JP tutorial) was `[fix: safe]` in scan
+    and rewrite, which left it as it was."""
+    for result in (scan(catalogue, cell), rewrite(catalogue, cell)):
+        found = result.findings if isinstance(result, FileResult) else result.remaining
+        assert found
+        assert all(f.fix is not None and f.fix.applicability == "manual" for f in found)
+        assert all("reported, not rewritten" in f.message for f in found)
+    assert rewrite(catalogue, cell).rewritten is None

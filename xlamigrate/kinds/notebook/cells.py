@@ -18,13 +18,14 @@ from functools import partial
 
 from xlamigrate import kinds
 from xlamigrate.catalogue import Catalogue
+from xlamigrate.findings import with_note
 from xlamigrate.kinds.notebook.document import Notebook, code_sources, dump, load, set_source
 from xlamigrate.kinds.notebook.kernel import Kernel, R, run_kernel, split
 from xlamigrate.kinds.notebook.magics import CellRole, cell_role
 from xlamigrate.kinds.notebook.mentions import NOT_READ, line_magics, mentions
 from xlamigrate.kinds.notebook.place import Where, in_file, placed
 from xlamigrate.kinds.notebook.shell import launched_scripts, scan_shell, shell_slices
-from xlamigrate.model import FileError, FileResult, Finding, RewriteOutcome
+from xlamigrate.model import FileError, FileResult, Finding, Fix, RewriteOutcome
 from xlamigrate.request import DEFAULT_MODE, STANDALONE, FileContext, RewriteRequest
 
 _LOST_MAGIC = (
@@ -235,6 +236,20 @@ def _text_rewrite(path: str, cell: _Cell, outcome: RewriteOutcome, collected: _C
     collected.fixed.extend(fixed)
 
 
+_NOT_REWRITTEN = (
+    "a notebook's shell lines and written files are reported, not rewritten: give the script"
+    " it starts the recipe by hand (or move the launch into a launcher script, which"
+    " `xlamigrate rewrite` migrates with its script), then edit this line"
+)
+
+
+def _by_hand(finding: Finding) -> Finding:
+    """A finding of a cell the rewrite leaves as it is: whatever its fix, it is done by hand."""
+    if finding.fix is None or finding.fix.applicability == "manual":
+        return finding
+    return replace(finding, message=with_note(finding.message, _NOT_REWRITTEN), fix=Fix("manual"))
+
+
 def _reported_only(
     path: str, cell: _Cell, catalogue: Catalogue, enabled: frozenset[str], collected: _Collected
 ) -> None:
@@ -250,7 +265,7 @@ def _reported_only(
     if role.role == "text" and role.kind != "shell":
         assert role.kind is not None
         result = kinds.load(role.kind).scan(path, cell.body(), catalogue, enabled)
-        collected.found.extend(placed(f, cell.where) for f in result.findings)
+        collected.found.extend(placed(_by_hand(f), cell.where) for f in result.findings)
         for error in result.errors:
             collected.error(error, cell.where, cell.index)
         return
@@ -258,7 +273,9 @@ def _reported_only(
     if slices:
         result = scan_shell(path, cell.source, slices, catalogue, enabled)
         index = cell.index
-        collected.found.extend(placed(f, lambda line: (index, line)) for f in result.findings)
+        collected.found.extend(
+            placed(_by_hand(f), lambda line: (index, line)) for f in result.findings
+        )
         for error in result.errors:
             collected.error(error, lambda line: (index, line), index)
     if role.role == "python":
