@@ -519,7 +519,9 @@ def test_new_imports_never_join_a_one_line_magic_cell(catalogue: Catalogue) -> N
     ],
     ids=["bang-line", "bash-cell", "written-env-file"],
 )
-def test_a_cell_the_rewrite_leaves_has_only_manual_findings(catalogue: Catalogue, cell: str) -> None:
+def test_a_cell_the_rewrite_leaves_has_only_manual_findings(
+    catalogue: Catalogue, cell: str
+) -> None:
     """`!XLA_USE_BF16=1 torchrun ...` (the Neuron BERT-JP tutorial) was `[fix: safe]` in scan
     and rewrite, which left it as it was."""
     for result in (scan(catalogue, cell), rewrite(catalogue, cell)):
