@@ -19,6 +19,7 @@ class Condition:
     in_place: cst.BaseExpression | None  # the value's own condition: holds at the write itself
     full: cst.BaseExpression | None  # with the enclosing `if`s; None: unconditional
     origin: cst.CSTNode  # where the condition's names are looked up
+    tests: tuple[cst.BaseExpression, ...] = ()  # `full` as the conjunction of these tests
 
 
 def enabling_condition(script: TrainingScript, access: EnvAccess) -> Condition:
@@ -27,7 +28,7 @@ def enabling_condition(script: TrainingScript, access: EnvAccess) -> Condition:
         return Condition(False, None, None, access.node)
     in_place = value_condition if isinstance(value_condition, cst.BaseExpression) else None
     tests = [*enclosing_tests(script, access.node), *([in_place] if in_place else [])]
-    return Condition(True, in_place, _conjunction(tests), access.node)
+    return Condition(True, in_place, _conjunction(tests), access.node, tuple(tests))
 
 
 def _value_condition(access: EnvAccess) -> cst.BaseExpression | bool:
@@ -62,6 +63,49 @@ def enclosing_tests(script: TrainingScript, node: cst.CSTNode) -> list[cst.BaseE
                 tests.append(cst.UnaryOperation(cst.Not(), _parenthesised(ancestor.test)))
         child = ancestor
     return list(reversed(tests))
+
+
+def disjunction(conjunctions: list[tuple[cst.BaseExpression, ...]]) -> cst.BaseExpression | None:
+    """`(a and b) or (a and not b)` as `a`: conjunctions that differ in one test and its
+    negation merge (exclusive branches that each enabled the flag); None: always true."""
+    terms = [tuple(dict.fromkeys(_code(t) for t in tests)) for tests in conjunctions]
+    nodes = {_code(t): t for tests in conjunctions for t in tests}
+    merged = True
+    while merged:
+        merged = False
+        for i, first in enumerate(terms):
+            for j in range(i + 1, len(terms)):
+                rest = _merged(first, terms[j])
+                if rest is not None:
+                    terms = [t for k, t in enumerate(terms) if k not in (i, j)] + [rest]
+                    merged = True
+                    break
+            if merged:
+                break
+    terms = list(dict.fromkeys(terms))
+    if any(not term for term in terms):
+        return None
+    parts = [_conjunction([nodes[code] for code in term]) for term in terms]
+    if len(parts) == 1:
+        return parts[0]
+    return cst.parse_expression(" or ".join(f"({_code(p)})" for p in parts if p is not None))
+
+
+def _merged(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...] | None:
+    """`a` and `b` without the one test where they negate each other (None: no such test)."""
+    if len(a) != len(b):
+        return None
+    differ = [k for k in range(len(a)) if a[k] != b[k]]
+    if len(differ) != 1:
+        return None
+    x, y = a[differ[0]], b[differ[0]]
+    if y in (f"not {x}", f"not ({x})") or x in (f"not {y}", f"not ({y})"):
+        return a[: differ[0]] + a[differ[0] + 1 :]
+    return None
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)
 
 
 def _conjunction(tests: list[cst.BaseExpression]) -> cst.BaseExpression | None:

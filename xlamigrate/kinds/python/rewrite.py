@@ -28,6 +28,7 @@ from xlamigrate.flagvalue import RECIPE_FLAGS
 from xlamigrate.kinds.python.commands import command_findings
 from xlamigrate.kinds.python.conditions import (
     Condition,
+    disjunction,
     enabling_condition,
     enclosing_tests,
     expressible_at,
@@ -574,12 +575,8 @@ class _Planner:
         combined = list(unique.values())
         if len(combined) == 1:
             return True, combined[0]
-        codes = list(unique)
-        if len(codes) == 2 and any(
-            b in (f"not {a}", f"not ({a})") for a, b in (codes, codes[::-1])
-        ):
-            return True, None  # `if X:` and its `else:` both enabled it: always on
-        return True, cst.parse_expression(" or ".join(f"({code})" for code in unique))
+        # `if X:` and its `else:` both enabled it: always on; `(A and B) or (A and not B)`: A
+        return True, disjunction([c.tests or (c.full,) for c in conditions if c.full is not None])
 
     def _cast_models(self, wrap_optimizer: bool) -> None:
         sites = self.script.optimizer_sites()
