@@ -5,7 +5,11 @@ The whole-project behaviour is tests/fixtures/projects/reads_three_ways."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import textwrap
+from pathlib import Path
 
 import libcst as cst
 import pytest
@@ -329,3 +333,70 @@ def evaluate(expression: str, env: dict[str, str]) -> object:
 )
 def test_the_evaluator_follows_python(expression: str, env: dict[str, str], value: object) -> None:
     assert evaluate(expression, env) == value or evaluate(expression, env) is value
+
+
+# -- a script that sets the flag itself ---------------------------------------------------------
+
+SELF_SETTING = """\
+import os
+import sys
+
+import torch
+
+AT_IMPORT = os.environ.get("XLA_USE_BF16") == "1"  # read before the script sets it
+
+
+def is_bf16_run():
+    return bool(os.environ.get("XLA_USE_BF16") or os.environ.get("XLA_DOWNCAST_BF16"))
+
+
+def main(mixed):
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    print(AT_IMPORT, is_bf16_run(), next(model.parameters()).dtype)
+
+
+if __name__ == "__main__":
+    precision = sys.argv[1]
+    if precision == "bf16":
+        os.environ["XLA_USE_BF16"] = "1"
+    elif precision == "mixed":
+        os.environ["XLA_DOWNCAST_BF16"] = "1"
+    main(precision == "mixed")
+"""
+
+
+def test_a_script_that_sets_the_flag_itself_reads_the_signal_where_and_when_it_was_set(
+    catalogue: Catalogue, tmp_path: Path
+) -> None:
+    """Its reads asked "is this the bf16 run?" of the flag it set in `__main__`: they read the
+    signal, written in the flag's place, so a read at import (before the write) still sees it
+    unset and one after sees it set, in each configuration."""
+    outcome = rewrite_source(
+        "train.py", SELF_SETTING.encode(), "python", catalogue, frozenset(catalogue.rules),
+        RewriteRequest("full-bf16"),
+    )  # fmt: skip
+    migrated = new_code(outcome)
+    assert 'return os.environ.get("BF16_RECIPE") == "1"' in migrated
+    assert migrated.count('os.environ["BF16_RECIPE"] = "1"') == 2
+    # the read at import is left (manual): its values are given as if the writes had run
+    assert [(f.code, f.span.line) for f in outcome.remaining] == [("XM201", 6)]
+    scanned = scan_source(
+        "train.py", SELF_SETTING.encode(), "python", catalogue, frozenset(catalogue.rules)
+    )
+    fixes = [(f.span.line, f.fix.applicability if f.fix else None) for f in scanned.findings]
+    assert fixes == [(6, "manual"), (10, "safe"), (10, "safe"), (22, "safe"), (24, "safe")]
+    (tmp_path / "before.py").write_text(SELF_SETTING)
+    (tmp_path / "after.py").write_text(migrated)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("XLA_", "BF16_RECIPE"))}
+    for precision, dtype in (("bf16", "bfloat16"), ("mixed", "bfloat16"), ("fp32", "float32")):
+        printed = []
+        for script in ("before.py", "after.py"):
+            result = subprocess.run(
+                [sys.executable, script, precision],
+                cwd=tmp_path, capture_output=True, text=True, env=env, check=True, timeout=120,
+            )  # fmt: skip
+            printed.append(result.stdout.split())
+        before, after = printed
+        assert before[:2] == after[:2], precision  # the reads: the same values, the same times
+        assert after[2] == f"torch.{dtype}", precision  # and the recipe where the flag was on

@@ -25,7 +25,7 @@ from xlamigrate.report.json_format import finding_json
 
 MODES = ("full-bf16", "fp32-copy", "autocast")
 MLP = "flag_at_top_float_mlp"  # one safe fix; the recipe inserts an import and two lines
-READS = "reads_of_the_flag"  # one safe fix, one read left for manual work
+READS = "value_read_left_by_hand"  # one safe fix, one read left for manual work
 LAUNCHER = "launcher_child_env_is_manual"  # a child-process env write: nothing to fix here
 LONG_AGO_NS = 1_000_000_000 * 10**9  # an mtime no rewrite can produce
 WRITE_FP16 = 'import os\nos.environ["XLA_USE_FP16"] = "1"\n'
@@ -345,7 +345,7 @@ def test_manual_findings_exit_1_while_the_safe_fixes_are_applied(tmp_path: Path)
     assert lines[0].startswith("launcher.py:7:24: XM101 ")
     assert lines[0].endswith("[fix: manual]")
     assert lines[1] == "reads.py: rewrote (1 fix)"
-    assert lines[2].startswith("reads.py:12:8: XM201 ")
+    assert lines[2].startswith("reads.py:12:25: XM201 ")
     assert len(lines) == 3
     assert "2 findings left for manual work" in result.stderr
 

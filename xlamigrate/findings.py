@@ -145,6 +145,10 @@ def _access_finding(
     )
 
 
+# What a read of a flag the file sets itself is told, until the rewrite resolves it.
+UNSET_ONCE_MIGRATED = ", and once that write is migrated this read sees it unset"
+
+
 def _subject(access: AccessLike, first_writes: dict[str, tuple[int, AccessLike]]) -> str:
     via = f" through {access.via}()" if access.via else ""
     where = _TARGET_PHRASE[access.target]
@@ -162,10 +166,7 @@ def _subject(access: AccessLike, first_writes: dict[str, tuple[int, AccessLike]]
     if access.variable in first_writes:
         line, write = first_writes[access.variable]
         assert write.value is not None
-        subject += (
-            f"; line {line} sets it to {write.value.describe()}, and once that write is migrated"
-            " this read sees it unset"
-        )
+        subject += f"; line {line} sets it to {write.value.describe()}{UNSET_ONCE_MIGRATED}"
     return subject
 
 

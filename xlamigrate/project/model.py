@@ -72,6 +72,9 @@ class ScriptRecipe:
     rounding_elsewhere: bool = False
     # The configurations it is launched in (the flag-free one too, where the recipe is gated).
     configurations: tuple[Configuration, ...] = ()
+    # The file's own writes set the flag (no launcher): its reads read the signal where and
+    # when the flag was set, not a module constant.
+    in_file: bool = False
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import libcst as cst
 
-from xlamigrate.findings import with_note
+from xlamigrate.findings import UNSET_ONCE_MIGRATED, with_note
 from xlamigrate.kinds.python.envaccess import EnvAccess
 from xlamigrate.kinds.python.flagtests import (
     RAISES,
@@ -98,7 +98,13 @@ def read_outcomes(
         worded = tuple(
             replace(
                 finding,
-                message=with_note(finding.message, note, instead=resolved),
+                message=with_note(
+                    finding.message.replace(UNSET_ONCE_MIGRATED, "")
+                    if resolved
+                    else finding.message,
+                    note,
+                    instead=resolved,
+                ),
                 fix=Fix("safe") if resolved else finding.fix,
             )
             for finding in reported
@@ -120,7 +126,7 @@ def _note(read: ReadPlan, recipe: ScriptRecipe, gate: str) -> str:
     values = read.values(recipe.configurations)
     if read.resolution == "unchanged":
         return f"{values}: nothing changes"
-    if recipe.signal is not None:
+    if recipe.signal is not None and not recipe.in_file:
         return f"{values} ({recipe.signal}=1 marks the configurations that set the flag)"
     return values
 

@@ -43,7 +43,7 @@ from xlamigrate.kinds.python.scan import kept_for_children, reported
 from xlamigrate.kinds.python.training import TrainingScript, code_of, collect_nodes
 from xlamigrate.model import FileError, Finding, Fix, RewriteOutcome, Span
 from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING, merge_auto_cast_none
-from xlamigrate.project.model import ScriptRecipe
+from xlamigrate.project.model import Configuration, ScriptRecipe
 from xlamigrate.recipes import MODES as MODES
 from xlamigrate.recipes import EnvironmentEdits
 from xlamigrate.request import STANDALONE, FileContext, RewriteRequest
@@ -128,9 +128,16 @@ def kept_for_recipe(
     request = RewriteRequest(context.mode, signal=context.signal)
     planner = _Planner(path, wrapper, catalogue, request, context, accesses)
     planner.make_plan(pairs)
-    if not planner.blocked_in_file():
-        return pairs
-    return _kept_enabling(pairs, planner)
+    if planner.blocked_in_file():
+        return _kept_enabling(pairs, planner)
+    # its reads, as the rewrite resolves them against the file's own configurations
+    worded = {(f.span, f.code): f for f in (*planner.fixed, *planner.remaining)}
+    return [
+        (item, worded.get((f.span, f.code), f))
+        if isinstance(item, EnvAccess) and item.kind == "read"
+        else (item, f)
+        for item, f in pairs
+    ]
 
 
 def _first_problem(problems: Sequence[Finding]) -> str | None:
@@ -232,7 +239,7 @@ class _Planner:
         update_calls: dict[cst.Call, list[cst.CSTNode]] = {}
         reads: dict[cst.CSTNode, Finding] = {}  # by node: equal accesses are not the same read
         for item, finding in pairs:
-            if isinstance(item, EnvAccess) and item.kind == "read" and self.reads_against:
+            if isinstance(item, EnvAccess) and item.kind == "read":
                 reads[item.node] = finding
                 continue
             allowed = finding.fix is not None and (
@@ -252,10 +259,15 @@ class _Planner:
             self.enabling.append(launched)
             if launched.condition.full is not None:
                 self._launched_environment(self.launched, launched.condition.full)
-        if reads:
-            self._resolve_reads(reads)
+        if reads and self.reads_against is not None:
+            self._resolve_reads(reads, self.reads_against)
         if self.enabling:
             self._apply_recipe()
+        own = self._own_configurations() if self.reads_against is None else None
+        if reads and own is not None:  # after the recipe: the signal goes beside its writes
+            self._resolve_reads(reads, own)
+        elif reads and self.reads_against is None:
+            self.remaining.extend(reads.values())
         return self.plan
 
     def _remove(
@@ -330,6 +342,8 @@ class _Planner:
         where every launch gets the recipe."""
         if self.gate is not None:
             return self.gate
+        if recipe.in_file:
+            return self._signal_beside_the_writes(recipe)
         name = recipe.signal or self.request.signal
         by = ", ".join(recipe.launchers[:2]) + (" ..." if len(recipe.launchers) > 2 else "")
         flags = " / ".join(recipe.flags)
@@ -350,6 +364,31 @@ class _Planner:
             assert isinstance(statement, cst.SimpleStatementLine)
             leading = [cst.EmptyLine(), *statement.leading_lines]  # apart from the imports
             self._after_imports(statement.with_changes(leading_lines=leading))
+        return self.gate
+
+    def _signal_beside_the_writes(self, recipe: ScriptRecipe) -> cst.BaseExpression:
+        """In a file that turned the flag on itself, its reads of the flag read the signal,
+        written where the flag was (under the write's own value condition): read when and where
+        the flag was read, it is set exactly where and from when the flag was."""
+        name = recipe.signal or self.request.signal
+        for enabling in self.enabling:
+            access = enabling.access
+            if access is None:
+                continue
+            statement = cst.parse_statement(f'{self._receiver(access)}["{name}"] = "1"\n')
+            if enabling.condition.in_place is not None:
+                statement = _under(enabling.condition.in_place, [statement])
+            anchor = enabling.small
+            line = self.script.statement_of(access.node)
+            if anchor is not None and anchor in self.plan.replacements:
+                self.plan.replacements[anchor].append(statement)
+            elif anchor is not None:
+                self.plan.replacements[anchor] = [statement]
+                self.plan.removed.discard(anchor)
+            elif line is not None:
+                self.plan.insert_before(line, [statement])
+        self.plan.imports.add(("os", None))
+        self.gate = cst.parse_expression(f'os.environ.get("{name}") == "1"')
         return self.gate
 
     def _launched_environment(self, script: ScriptRecipe, gate: cst.BaseExpression) -> None:
@@ -373,11 +412,38 @@ class _Planner:
 
     # -- reads of the flag ----------------------------------------------------------------------
 
-    def _resolve_reads(self, findings: dict[cst.CSTNode, Finding]) -> None:
+    def _own_configurations(self) -> ScriptRecipe | None:
+        """For a file that turns the flag on itself: its configurations (the flags its writes
+        that always run set, with each conditional write's on top, and without them), as the
+        recipe its reads resolve against; None where it removed no enabling write."""
+        own = [e for e in self.enabling if e.access is not None]
+        if not own:
+            return None
+        always = [e for e in own if e.condition.full is None]
+        base = frozenset(e.access.variable for e in always if e.access is not None)
+        where = tuple(f"line {self._span(e.access.node).line}" for e in own if e.access)
+        configurations = []
+        for enabling in own:
+            if enabling.condition.full is not None and enabling.access is not None:
+                line = f"line {self._span(enabling.access.node).line}"
+                configurations.append(Configuration(base | {enabling.access.variable}, (line,)))
+        if configurations:
+            configurations.append(Configuration(base))
+        else:
+            configurations.append(Configuration(base, where))
+        flags = tuple(sorted({e.access.variable for e in own if e.access is not None}))
+        return ScriptRecipe(
+            self.path,
+            self.context.signal,
+            flags,
+            where,
+            configurations=tuple(dict.fromkeys(configurations)),
+            in_file=True,
+        )
+
+    def _resolve_reads(self, findings: dict[cst.CSTNode, Finding], recipe: ScriptRecipe) -> None:
         """Each flag test of the module, per `read_outcomes`: it reads the recipe's gate, or
         its float64 branch goes, or it stays for a hand edit, with its values per configuration."""
-        recipe = self.reads_against
-        assert recipe is not None
         for outcome in read_outcomes(
             self.script, self.accesses, findings, recipe, self.request.signal
         ):
