@@ -379,7 +379,7 @@ def test_a_script_that_sets_the_flag_itself_reads_the_signal_where_and_when_it_w
     migrated = new_code(outcome)
     assert 'return os.environ.get("BF16_RECIPE") == "1"' in migrated
     assert migrated.count('os.environ["BF16_RECIPE"] = "1"') == 2
-    # the read at import is left (manual): its values are given as if the writes had run
+    # the read at import tests XLA_USE_BF16 alone, while "mixed" gets the recipe too: manual
     assert [(f.code, f.span.line) for f in outcome.remaining] == [("XM201", 6)]
     scanned = scan_source(
         "train.py", SELF_SETTING.encode(), "python", catalogue, frozenset(catalogue.rules)
