@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -608,3 +609,54 @@ def test_version_prints_the_package_version(tmp_path: Path) -> None:
     result = run_cli("--version", cwd=tmp_path)
     assert result.returncode == 0
     assert result.stdout.strip() == f"xlamigrate {xlamigrate.__version__}"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc for the children")
+def test_workers_exit_when_the_parent_is_killed(tmp_path: Path) -> None:
+    """A scan killed by a CI timeout (SIGKILL) left its pool's workers scanning for minutes."""
+    body = "".join(f"def f{i}(x):\n    return x + {i}\n" for i in range(1500))
+    for index in range(40):
+        (tmp_path / f"train_{index}.py").write_text(
+            f'import os\nos.environ["XLA_USE_BF16"] = "{index % 2}"\n{body}'
+        )
+    scan = subprocess.Popen(
+        [sys.executable, "-m", "xlamigrate.cli", "scan", "--jobs", "2", "."],
+        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+    def children() -> list[int]:
+        found = []
+        for status in Path("/proc").glob("[0-9]*/status"):
+            try:
+                fields = dict(
+                    line.split(":\t", 1)
+                    for line in status.read_text().splitlines()
+                    if ":\t" in line
+                )
+            except OSError:
+                continue
+            if fields.get("PPid", "").strip() == str(scan.pid):
+                found.append(int(status.parent.name))
+        return found
+
+    deadline = time.monotonic() + 30
+    workers: list[int] = []
+    while time.monotonic() < deadline and len(workers) < 2 and scan.poll() is None:
+        workers = children()
+        time.sleep(0.05)
+    assert len(workers) == 2, "the pool did not start"
+    scan.kill()
+    scan.wait()
+    deadline = time.monotonic() + 5
+    alive = workers
+    while alive and time.monotonic() < deadline:
+        alive = [pid for pid in alive if Path(f"/proc/{pid}").exists() and not _zombie(pid)]
+        time.sleep(0.05)
+    assert alive == [], "workers outlived their parent"
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return "State:\tZ" in Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False

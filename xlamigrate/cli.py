@@ -218,6 +218,7 @@ def _settings(
 
 def _write_rewrites(report: RewriteReport, sources: dict[str, Path]) -> RewriteReport:
     """Writes each changed file; a file that could not be written is reported as unchanged."""
+    from xlamigrate.positions import as_written
     from xlamigrate.writer import WriteError, write_atomically
 
     outcomes = []
@@ -230,6 +231,8 @@ def _write_rewrites(report: RewriteReport, sources: dict[str, Path]) -> RewriteR
             except WriteError as error:
                 errors.append(FileError(outcome.path, None, str(error), code="XM902"))
                 outcome = replace(outcome, rewritten=None, fixed=())
+            else:  # what is left is reported where it now is
+                outcome = replace(outcome, remaining=as_written(outcome))
         outcomes.append(outcome)
     return replace(report, outcomes=tuple(outcomes), errors=tuple(errors))
 

@@ -9,7 +9,11 @@ from __future__ import annotations
 import multiprocessing
 import os
 import re
+import signal
 import stat
+import sys
+import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -38,6 +42,9 @@ from xlamigrate.request import DEFAULT_MODE, STANDALONE, FileContext, RewriteReq
 # A file of the project the project decided nothing about: its enabling writes start no
 # script of the project it could follow.
 STANDALONE_PROJECT = FileContext()
+
+_PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent exits
+_PARENT_POLL_SECONDS = 0.5
 
 # A pool's start-up (~50-90 ms: fork, imports first used in each worker, pickling) pays off
 # once the files to parse hold this many bytes: libcst analyses some 40-80 KB/s per core.
@@ -329,8 +336,33 @@ def _run(
         for kind in sorted({job.kind for job in work}):
             kinds.preload(kind, name)  # loaded once here, inherited by the workers
     chunksize = max(1, len(work) // (workers * 4))
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+    with ProcessPoolExecutor(
+        max_workers=workers, mp_context=context, initializer=_exit_with, initargs=(os.getpid(),)
+    ) as pool:
         return list(pool.map(task, work, chunksize=chunksize))
+
+
+def _exit_with(parent: int) -> None:
+    """In a worker: exit once `parent` is gone (a CI timeout's SIGKILL leaves no chance to shut
+    the pool down). Linux asks the kernel for a signal; elsewhere a thread watches the parent."""
+    if sys.platform.startswith("linux"):
+        import ctypes  # (here: a start-up cost only the workers pay)
+
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0:
+                if os.getppid() != parent:  # it died before the request took effect
+                    os._exit(1)
+                return
+        except (OSError, AttributeError):
+            pass
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(_PARENT_POLL_SECONDS)
+    os._exit(1)
 
 
 def scan_source(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,8 +14,10 @@ _HANDLE_ATTRIBUTE = "_xlamigrate_input_cast"
 
 
 def module_dtype(module: nn.Module) -> torch.dtype | None:
-    """The dtype of the module's first floating-point parameter (or buffer), if any."""
-    for tensor in (*module.parameters(), *module.buffers()):
+    """The dtype of the module's first floating-point parameter (or buffer), if any: the walk
+    stops there (the input-cast hook asks on every forward; a model of thousands of tensors
+    was walked whole each time)."""
+    for tensor in itertools.chain(module.parameters(), module.buffers()):
         if tensor.is_floating_point():
             return tensor.dtype
     return None

@@ -19,15 +19,16 @@ from typing import Generic, TypeVar
 import libcst as cst
 
 from xlamigrate.kinds.notebook.escapes import LineEscape, escaped_lines, is_automagic
+from xlamigrate.kinds.python.plan import TOOL_MARKER
 from xlamigrate.model import FileError, FileResult, RewriteOutcome
 from xlamigrate.nesting import nesting_error
 
-_CELL_MARKER = "# xlamigrate-cell {index}"
+_CELL_MARKER = TOOL_MARKER + "cell {index}"
 _CELL_MARKER_RE = re.compile(r"^# xlamigrate-cell (\d+)\n?$")
-_MAGIC = "# xlamigrate-magic {mark}"
+_MAGIC = TOOL_MARKER + "magic {mark}"
 _MAGIC_IN_BLOCK = "pass  " + _MAGIC  # an indented magic may be all its block holds
 _MAGIC_RE = re.compile(r"^(?P<indent>[ \t]*)(?:pass  )?# xlamigrate-magic (?P<mark>\d+)\n?$")
-_ENV_MARK = "  # xlamigrate-env-magic {mark}"
+_ENV_MARK = "  " + TOOL_MARKER + "env-magic {mark}"
 _ENV_MARK_RE = re.compile(r"^(?P<indent>[ \t]*).*  # xlamigrate-env-magic (?P<mark>\d+)\n?$")
 # Lets `%env` writes, turned into `os.environ[...]` writes, resolve to os.environ.
 _HIDDEN_IMPORT = "import os  # xlamigrate-hidden\n"

@@ -122,6 +122,9 @@ class _Applier(cst.CSTTransformer):
                 carried = []
             if not new and isinstance(after, cst.SimpleStatementLine):
                 carried.extend(after.leading_lines)
+                comment = _own_comment(after.trailing_whitespace)
+                if comment is not None:  # it stays, on a line of its own
+                    carried.append(cst.EmptyLine(comment=comment))
             body.extend(inserted)
             spans[before] = (len(body), len(body) + len(new))
             body.extend(new)
@@ -180,6 +183,7 @@ class _Applier(cst.CSTTransformer):
             replacement = [_with_leading(s, []) for s in replacement]
         elif replacement:
             replacement[0] = _with_leading(replacement[0], list(updated.leading_lines))
+            replacement = _with_trailing_comment(replacement, updated.trailing_whitespace)
         return result + replacement
 
     def _wrap(
@@ -227,6 +231,33 @@ def _merge_leading(carried: list[cst.EmptyLine], own: list[cst.EmptyLine]) -> li
     if any(line.comment is not None for line in carried):
         return carried + own
     return own or carried
+
+
+# The comments the tool writes as markers (a notebook's masked magic lines, its cells): the
+# notebook kind restores or drops them; a rewrite never carries one to another line.
+TOOL_MARKER = "# xlamigrate-"
+
+
+def _own_comment(trailing: cst.TrailingWhitespace) -> cst.Comment | None:
+    comment = trailing.comment
+    if comment is None or comment.value.startswith(TOOL_MARKER):
+        return None
+    return comment
+
+
+def _with_trailing_comment(
+    statements: list[cst.BaseStatement], trailing: cst.TrailingWhitespace
+) -> list[cst.BaseStatement]:
+    """A replaced line's own comment goes on the line that replaces it (above it, where that is a
+    compound statement)."""
+    if _own_comment(trailing) is None or not statements:
+        return statements
+    last = statements[-1]
+    if isinstance(last, cst.SimpleStatementLine) and last.trailing_whitespace.comment is None:
+        return [*statements[:-1], last.with_changes(trailing_whitespace=trailing)]
+    first = statements[0]
+    comment = cst.EmptyLine(comment=trailing.comment)
+    return [_with_leading(first, [*_leading(first), comment]), *statements[1:]]
 
 
 def _leading(statement: cst.BaseStatement) -> list[cst.EmptyLine]:
