@@ -577,3 +577,16 @@ def test_adamw_fp32_params_copy_takes_keep_fp32_grads() -> None:
     nn.functional.mse_loss(model(x).float(), y.float()).backward()
     optimizer.step()
     assert len(optimizer._kept_grads) == 4
+
+
+@pytest.mark.parametrize("name", WRAPPERS)
+def test_the_callers_param_group_dicts_are_left_as_they_were(name: str) -> None:
+    """`groups[0]["params"]` ended up holding the fp32 masters: torch keeps the dicts it is
+    given as the inner optimizer's groups, and the wrapper put its stand-ins there."""
+    model = bf16_mlp()
+    params = list(model.parameters())
+    groups = [{"params": params[:2], "weight_decay": 0.01}, {"params": params[2:]}]
+    optimizer = WRAPPERS[name](torch.optim.AdamW(groups, lr=1e-2))
+    train(model, optimizer, range(2))
+    assert [p is q for p, q in zip(groups[0]["params"], params[:2], strict=True)] == [True, True]
+    assert all(p.dtype == torch.bfloat16 for group in groups for p in group["params"])

@@ -53,6 +53,11 @@ class _FP32UpdateOptimizer(Optimizer):
             raise TypeError("the optimizer is already wrapped")
         if any(optimizer.state.values()):
             raise ValueError("wrap the optimizer before its first step: it already has state")
+        # The inner optimizer's groups are the caller's own dicts (torch keeps what it is given):
+        # its fp32 stand-ins go into copies, never into the caller's `groups[i]["params"]`.
+        optimizer.param_groups = [
+            {**group, "params": list(group["params"])} for group in optimizer.param_groups
+        ]
         self.optimizer = optimizer
         self.stochastic_rounding = stochastic_rounding
         self.generator = generator
