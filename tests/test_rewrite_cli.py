@@ -865,3 +865,32 @@ def test_a_replaced_or_removed_lines_own_comment_is_kept(
     assert result.returncode == 0, result.stderr
     text = (tmp_path / "train.py").read_text()
     assert kept in text and "XLA_USE_BF16" not in text
+
+
+@pytest.mark.parametrize(
+    "optimizer",
+    [
+        "torch.optim.Adagrad(model.parameters(), lr=0.1)",
+        "ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.AdamW, lr=0.1)",
+    ],
+)
+def test_fp32_copy_leaves_an_optimizer_it_cannot_wrap_and_keeps_the_flag(
+    tmp_path: Path, optimizer: str
+) -> None:
+    """`FP32ParamsCopy(ZeroRedundancyOptimizer(...))` silently stopped training; Adagrad's wrapper
+    refused at start-up."""
+    source = (
+        "import os\nimport torch\n"
+        "from torch.distributed.optim import ZeroRedundancyOptimizer\n"
+        'os.environ["XLA_USE_BF16"] = "1"\n'
+        "model = torch.nn.Linear(2, 2)\n"
+        f"optimizer = {optimizer}\n"
+    )
+    write_files(tmp_path, {"train.py": source})
+    document = rewrite_json("--mode", "fp32-copy", cwd=tmp_path, expect_exit=1)
+    [entry] = document["files"]
+    assert codes(entry["remaining"]) == [("XM101", "manual"), ("XM408", "manual")]
+    assert "FP32ParamsCopy cannot wrap it" in entry["remaining"][1]["message"]
+    assert (tmp_path / "train.py").read_text() == source
+    full = rewrite_json("--mode", "full-bf16", cwd=tmp_path, expect_exit=0)
+    assert codes(full["files"][0]["fixes"]) == [("XM101", "safe")]

@@ -590,3 +590,23 @@ def test_the_callers_param_group_dicts_are_left_as_they_were(name: str) -> None:
     train(model, optimizer, range(2))
     assert [p is q for p, q in zip(groups[0]["params"], params[:2], strict=True)] == [True, True]
     assert all(p.dtype == torch.bfloat16 for group in groups for p in group["params"])
+
+
+@pytest.mark.parametrize(
+    ("build", "name"),
+    [
+        (lambda params: torch.optim.Adagrad(params, lr=0.1), "Adagrad"),
+        (lambda params: torch.optim.LBFGS(params), "LBFGS"),
+        (lambda params: torch.optim.SparseAdam(params), "SparseAdam"),
+    ],
+)
+@pytest.mark.parametrize("name_of_wrapper", WRAPPERS)
+def test_optimizers_it_cannot_wrap_are_refused_saying_why(
+    build: Callable[[Any], Optimizer], name: str, name_of_wrapper: str
+) -> None:
+    """Adagrad was refused with "wrap it before its first step" (it makes its state when it is
+    built); LBFGS and SparseAdam were wrapped, and the script crashed at its first step."""
+    inner = build(bf16_mlp().parameters())
+    refusal = rf"{name} cannot be wrapped: .+\. Keep fp32 master weights"
+    with pytest.raises(TypeError, match=refusal):
+        WRAPPERS[name_of_wrapper](inner)

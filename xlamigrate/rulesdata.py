@@ -3,10 +3,13 @@ catalogue and the recipes, so that neither has to import the other."""
 
 from __future__ import annotations
 
+import functools
 import sys
+from collections.abc import Mapping
 from importlib import resources
 from importlib.abc import Traversable
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 if sys.version_info >= (3, 11):
@@ -15,6 +18,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 MODES_FILE = "modes.toml"  # read by xlamigrate.recipes (and the catalogue's `modes`)
+OPTIMIZERS_FILE = "optimizers.toml"  # the optimizers the master-weights wrapper cannot wrap
 
 
 class CatalogueError(Exception):
@@ -34,3 +38,12 @@ def read_toml(entry: Traversable) -> dict[str, Any]:
         return tomllib.loads(entry.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as error:
         raise CatalogueError(f"cannot read rule file {entry.name}: {error}") from error
+
+
+@functools.cache
+def unwrappable_optimizers() -> Mapping[str, str]:
+    """Optimizer class name -> why FP32ParamsCopy cannot wrap it (rules/optimizers.toml)."""
+    table = read_toml(rules_directory().joinpath(OPTIMIZERS_FILE)).get("unwrappable", {})
+    if not isinstance(table, dict) or not all(isinstance(v, str) for v in table.values()):
+        raise CatalogueError(f"{OPTIMIZERS_FILE}: [unwrappable] maps class names to reasons")
+    return MappingProxyType(dict(table))

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 from torch.optim import Optimizer
 
+from xlamigrate.rulesdata import unwrappable_optimizers
 from xlamigrate.runtime.rounding import copy_all_stochastically_rounded_, is_bf16_rounding_of
 
 MASTERS_KEY = "fp32_master_params"
@@ -51,6 +52,13 @@ class _FP32UpdateOptimizer(Optimizer):
             raise TypeError(f"expected a torch.optim.Optimizer, got {type(optimizer).__name__}")
         if isinstance(optimizer, _FP32UpdateOptimizer):
             raise TypeError("the optimizer is already wrapped")
+        why = unwrappable_optimizers().get(type(optimizer).__name__)
+        if why is not None:
+            raise TypeError(
+                f"{type(optimizer).__name__} cannot be wrapped: {why}. Keep fp32 master weights"
+                " for this model another way (ZeRO-1: its own fp32 master option), or train it"
+                " in full bf16 or under autocast"
+            )
         if any(optimizer.state.values()):
             raise ValueError("wrap the optimizer before its first step: it already has state")
         # The inner optimizer's groups are the caller's own dicts (torch keeps what it is given):

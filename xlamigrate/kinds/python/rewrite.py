@@ -47,6 +47,7 @@ from xlamigrate.project.model import Configuration, ScriptRecipe
 from xlamigrate.recipes import MODES as MODES
 from xlamigrate.recipes import EnvironmentEdits
 from xlamigrate.request import STANDALONE, FileContext, RewriteRequest
+from xlamigrate.rulesdata import unwrappable_optimizers
 
 _Item = TypeVar("_Item")
 RUNTIME = "xlamigrate.runtime"
@@ -187,7 +188,7 @@ class _Enabling:
     condition: Condition
 
 
-RECIPE_PROBLEMS = ("XM401", "XM402", "XM403", "XM406")
+RECIPE_PROBLEMS = ("XM401", "XM402", "XM403", "XM406", "XM408")
 
 
 @dataclass
@@ -689,7 +690,15 @@ class _Planner:
             else:
                 self.plan.insert_after(place, block)
         if wrap_optimizer:
+            unwrappable = unwrappable_optimizers()
             for site in sites:
+                name = code_of(site.call.func).rsplit(".", 1)[-1]
+                if name in unwrappable:  # the recipe cannot go in whole: its writes stay
+                    subject = f"`{name}` ({unwrappable[name]})"
+                    self.remaining.append(
+                        self._manual("XM408", self._span(site.statement), subject)
+                    )
+                    continue
                 self._wrap_optimizer(site.call, site.statement)
 
     def _nameable(self, model: cst.BaseExpression, at: cst.CSTNode) -> bool:
