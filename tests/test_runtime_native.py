@@ -3,8 +3,11 @@ paths and any thread count agreeing, and how it is built, cached and refused."""
 
 from __future__ import annotations
 
+import os
 import shlex
 import stat
+import subprocess
+import sys
 import threading
 import warnings
 from collections.abc import Iterator
@@ -151,7 +154,8 @@ def test_a_build_is_cached_and_reused(tmp_path: Path) -> None:
     second = native.load(cache_dir=tmp_path / "cache", compiler=compiler)
     assert first.path == second.path and first.path.parent == tmp_path / "cache"
     assert len(log.read_text().splitlines()) == 1
-    assert [p.name for p in (tmp_path / "cache").iterdir()] == [first.path.name]  # no leftovers
+    built = sorted(p.name for p in (tmp_path / "cache").iterdir())  # no leftovers
+    assert built == [first.path.name, first.path.name + ".sha256"]
 
 
 def test_a_changed_source_is_rebuilt(tmp_path: Path) -> None:
@@ -201,7 +205,7 @@ def test_concurrent_builds_never_load_a_half_written_library(tmp_path: Path) -> 
     for built in loaded:
         (rounded,) = run(built, [x], [0])
         assert torch.equal(rounded, reference(x, 0, 0x1234_5679, 0x9ABC_DEF0))
-    assert len(list(tmp_path.iterdir())) == 1
+    assert len(list(tmp_path.iterdir())) == 2  # the library and its recorded hash
 
 
 @pytest.mark.parametrize(
@@ -265,3 +269,49 @@ def test_xlamigrate_native_switches_the_kernel_off_or_makes_it_required(
     monkeypatch.setenv("CC", "/nonexistent/cc")
     with pytest.raises(native.NativeBuildError, match="could not run /nonexistent/cc"):
         stochastic_round_to_bf16(torch.ones(3))
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX owners and modes")
+@pytest.mark.parametrize("how", ["world-writable", "another-owner"])
+def test_a_cache_folder_others_can_write_to_is_never_loaded_from(
+    tmp_path: Path, how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When ~/.cache was not writable the cache fell back to a predictable folder under $TMPDIR
+    and loaded whatever library had the expected name there."""
+    shared = tmp_path / "shared"
+    fallback = shared / f"xlamigrate-{native._user()}"  # what an attacker creates first
+    fallback.mkdir(parents=True)
+    if how == "world-writable":
+        shared.chmod(0o777)
+        fallback.chmod(0o777)
+    else:
+        monkeypatch.setattr(os, "getuid", lambda: os.stat(shared).st_uid + 1)
+    with pytest.raises(native.NativeBuildError, match="will not load code from"):
+        native.load(cache_dir=shared, compiler=native.find_compiler())
+    monkeypatch.setenv(native.CACHE_ENV, str(shared))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(shared))
+    monkeypatch.setattr(native.tempfile, "gettempdir", lambda: str(shared))
+    with pytest.raises(native.NativeBuildError, match="no private cache folder"):
+        native._cache_dir()
+
+
+def test_a_library_that_is_not_the_build_it_recorded_is_built_again(tmp_path: Path) -> None:
+    """A file planted at the expected name (or a build changed since) is not loaded: the hash
+    recorded beside the build does not match, so it is built again."""
+    cache = tmp_path / "cache"
+    build = (  # built in another process: a library is loaded once per process and path
+        "import sys; from pathlib import Path; from xlamigrate.runtime import native; "
+        "print(native.load(cache_dir=Path(sys.argv[1]), compiler=native.find_compiler()).path)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", build, str(cache)], capture_output=True, text=True, check=True
+    )
+    library = Path(done.stdout.strip().splitlines()[-1])
+    genuine = library.read_bytes()
+    planted = library.with_name("planted")
+    planted.write_bytes(b"not the library this user built")
+    os.replace(planted, library)
+    again = native.load(cache_dir=cache, compiler=native.find_compiler())
+    assert again.path == library
+    assert library.read_bytes() != b"not the library this user built"
+    assert len(library.read_bytes()) == len(genuine)

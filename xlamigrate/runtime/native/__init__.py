@@ -79,6 +79,9 @@ def load(
     NativeBuildError."""
     command = list(compiler) if compiler is not None else find_compiler()
     directory = cache_dir if cache_dir is not None else _cache_dir()
+    unsafe = _not_private(directory)
+    if unsafe is not None:
+        raise NativeBuildError(f"will not load code from {unsafe}")
     try:
         code = source.read_bytes()
     except OSError as error:  # e.g. imported from a zip
@@ -86,7 +89,7 @@ def load(
     candidates = [
         (flags, _library_path(directory, source, code, command, flags)) for flags in _FLAGS
     ]
-    built = next((path for _, path in candidates if path.exists()), None)
+    built = next((path for _, path in candidates if _is_our_build(path)), None)
     failure: NativeBuildError | None = None
     for flags, path in candidates if built is None else []:
         try:
@@ -177,19 +180,57 @@ def find_compiler() -> list[str]:
 
 
 def _cache_dir() -> Path:
-    """XLAMIGRATE_CACHE_DIR, else the user's cache folder, else a per-user temporary one."""
+    """XLAMIGRATE_CACHE_DIR, else the user's cache folder, else a per-user temporary one: the
+    first that is the user's own and writable by no one else (the library in it is loaded
+    into the process, so a folder another user can write to is never used)."""
     configured = os.environ.get(CACHE_ENV)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     candidates = [Path(configured)] if configured else [Path(base) / "xlamigrate"]
     candidates.append(Path(tempfile.gettempdir()) / f"xlamigrate-{_user()}")
+    refused = []
     for candidate in candidates:
-        try:
-            candidate.mkdir(parents=True, exist_ok=True)
-        except OSError:
-            continue
-        if os.access(candidate, os.W_OK):
+        why = _not_private(candidate)
+        if why is None:
             return candidate
-    raise NativeBuildError(f"no writable cache folder (tried {', '.join(map(str, candidates))})")
+        refused.append(why)
+    raise NativeBuildError(f"no private cache folder ({'; '.join(refused)})")
+
+
+def _not_private(folder: Path) -> str | None:
+    """Why code must not be loaded from `folder` (None: it may): it is created 0700 when
+    missing, and must be a folder of this user's that no one else can write to."""
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = folder.stat()
+    except OSError as error:
+        return f"{folder}: {error.strerror or error}"
+    owner = getattr(os, "getuid", None)
+    if owner is not None and info.st_uid != owner():
+        return f"{folder}: it belongs to another user"
+    if os.name == "posix" and info.st_mode & 0o022:
+        return f"{folder}: others can write to it"
+    if not os.access(folder, os.W_OK):
+        return f"{folder}: not writable"
+    return None
+
+
+def _digest_path(library: Path) -> Path:
+    return library.with_name(library.name + ".sha256")
+
+
+def _is_our_build(library: Path) -> bool:
+    """Whether `library` is the file this user's build wrote: its content has the hash
+    recorded beside it when it was built (anything else at that name is built again)."""
+    try:
+        recorded = _digest_path(library).read_text(encoding="ascii").strip()
+        data = library.read_bytes()
+        info = library.stat()
+    except OSError:
+        return False
+    owner = getattr(os, "getuid", None)
+    if owner is not None and info.st_uid != owner():
+        return False
+    return hashlib.sha256(data).hexdigest() == recorded
 
 
 def _build(command: list[str], source: Path, library: Path) -> None:
@@ -220,7 +261,13 @@ def _build(command: list[str], source: Path, library: Path) -> None:
                 f"compiling {source.name} with {' '.join(command)} failed (exit "
                 f"{done.returncode}){': ' + detail if detail else ''}"
             )
-        os.chmod(partial, 0o755)  # mkstemp's 0600 would keep a shared cache to one user
+        os.chmod(partial, 0o755)  # readable and loadable; writable by its owner only
+        digest = hashlib.sha256(Path(partial).read_bytes()).hexdigest()
+        recorded = _digest_path(library)
+        handle, partial_digest = tempfile.mkstemp(dir=library.parent, suffix=".sha256")
+        with os.fdopen(handle, "w", encoding="ascii") as out:
+            out.write(digest + "\n")
+        os.replace(partial_digest, recorded)
         os.replace(partial, library)
     finally:
         if os.path.exists(partial):
