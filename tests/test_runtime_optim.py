@@ -610,3 +610,24 @@ def test_optimizers_it_cannot_wrap_are_refused_saying_why(
     refusal = rf"{name} cannot be wrapped: .+\. Keep fp32 master weights"
     with pytest.raises(TypeError, match=refusal):
         WRAPPERS[name_of_wrapper](inner)
+
+
+def test_an_fp16_model_gets_fp32_masters_and_states() -> None:
+    """fp16 parameters silently got no masters: stepped in fp16, with fp16 optimizer states, so
+    an update below half an fp16 ulp was lost at every step."""
+    weight = nn.Parameter(torch.ones(4, dtype=torch.float16))
+    optimizer = FP32ParamsCopy(torch.optim.SGD([weight], lr=1.0))
+    [master] = optimizer.master_params()
+    assert master.dtype == torch.float32 and master is not weight
+    for _ in range(100):  # 1e-4 per step: below half an fp16 ulp at 1.0 (2**-11)
+        weight.grad = torch.full_like(weight, 1e-4)
+        optimizer.step()
+    assert torch.allclose(master, torch.full((4,), 0.99), atol=1e-5)
+    assert weight.dtype == torch.float16
+    assert torch.equal(weight, master.to(torch.float16))
+
+
+def test_stochastic_rounding_optimizer_warns_about_fp16_parameters() -> None:
+    weight = nn.Parameter(torch.ones(4, dtype=torch.float16))
+    with pytest.warns(RuntimeWarning, match="fp16 parameters are stepped in fp16"):
+        StochasticRoundingOptimizer(torch.optim.SGD([weight], lr=1.0))

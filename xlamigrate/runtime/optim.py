@@ -18,6 +18,7 @@ the params in `param_groups`) work unchanged. The inner optimizer steps fp32 sta
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -30,6 +31,7 @@ from xlamigrate.runtime.rounding import copy_all_stochastically_rounded_, is_bf1
 
 MASTERS_KEY = "fp32_master_params"
 GENERATOR_KEY = "stochastic_rounding_generator_state"
+_LOW_PRECISION = (torch.bfloat16, torch.float16)  # what gets an fp32 master
 _FOREACH_DEVICES = ("cpu", "cuda")  # torch._foreach_copy_ kernels; XLA copies one by one
 
 _Pair = tuple[
@@ -197,8 +199,9 @@ class FP32ParamsCopy(_FP32UpdateOptimizer):
     `FP32ParamsCopy(torch.optim.AdamW(model.parameters(), lr=1e-4))` keeps an fp32 copy of every
     bf16 parameter; the inner optimizer computes the update on it in fp32 from fp32 gradients
     with fp32 states, and the result is written into the existing bf16 storage, rounded to
-    nearest (or stochastically with `stochastic_rounding=True`). Parameters that are not bf16
-    (an fp32 norm layer, say) are stepped directly. Masters are saved by `state_dict()`. A
+    nearest (or stochastically with `stochastic_rounding=True`). fp16 parameters get masters
+    too (written back rounded to nearest: stochastic rounding is bf16's). Parameters in fp32
+    (a norm layer, say) are stepped directly. Masters are saved by `state_dict()`. A
     parameter changed outside the optimizer (`model.load_state_dict(...)`, an in-place edit)
     is noticed at the next step and its master follows it. `keep_fp32_grads`: keep the fp32
     gradient buffers between steps (4 bytes per parameter); None, the default, keeps them on
@@ -220,7 +223,7 @@ class FP32ParamsCopy(_FP32UpdateOptimizer):
     def _attach_group(self, index: int, params: list[torch.Tensor]) -> None:
         masters = []
         for param in params:
-            if param.dtype == torch.bfloat16:
+            if param.dtype in _LOW_PRECISION:
                 master = param.detach().to(torch.float32)  # a new tensor: never aliases
                 self._masters[param] = master
                 self._versions[param] = param._version
@@ -230,7 +233,8 @@ class FP32ParamsCopy(_FP32UpdateOptimizer):
         self.optimizer.param_groups[index]["params"] = masters
 
     def master_params(self) -> list[torch.Tensor]:
-        """The fp32 master weights, in parameter order (a parameter that is not bf16 is its own)."""
+        """The fp32 master weights, in parameter order (a parameter that is neither bf16 nor
+        fp16 is its own)."""
         return [p for group in self.optimizer.param_groups for p in group["params"]]
 
     @contextmanager
@@ -251,7 +255,7 @@ class FP32ParamsCopy(_FP32UpdateOptimizer):
             for param, master in pairs:
                 if master is param or param._version == self._versions[param]:
                     continue
-                kept = is_bf16_rounding_of(param, master)
+                kept = _is_rounding_of(param, master)
                 master.copy_(torch.where(kept, master, param.to(torch.float32)))
                 self._versions[param] = param._version
 
@@ -316,6 +320,14 @@ class StochasticRoundingOptimizer(_FP32UpdateOptimizer):
         super().__init__(optimizer, True, generator, seed, keep_fp32_grads)
 
     def _attach_group(self, index: int, params: list[torch.Tensor]) -> None:
+        if any(param.dtype == torch.float16 for param in params):
+            warnings.warn(
+                "StochasticRoundingOptimizer rounds to bf16 only: fp16 parameters are stepped in"
+                " fp16, with fp16 optimizer states. Use FP32ParamsCopy for an fp16 model (fp32"
+                " master weights), or cast it to bf16.",
+                RuntimeWarning,
+                stacklevel=4,
+            )
         self.optimizer.param_groups[index]["params"] = list(params)
 
     @contextmanager
@@ -340,6 +352,14 @@ class StochasticRoundingOptimizer(_FP32UpdateOptimizer):
                 count = len(group["params"])
                 group["params"] = [param for param, _ in pairs[index : index + count]]
                 index += count
+
+
+def _is_rounding_of(param: torch.Tensor, master: torch.Tensor) -> torch.Tensor:
+    """Where `param` still holds what a write-back of `master` would (either bf16 neighbour,
+    for stochastic rounding; the nearest fp16)."""
+    if param.dtype == torch.bfloat16:
+        return is_bf16_rounding_of(param, master)
+    return master.to(param.dtype) == param
 
 
 def _by_device(pairs: list[_Pair]) -> list[list[_Pair]]:
