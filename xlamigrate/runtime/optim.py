@@ -217,7 +217,7 @@ class FP32ParamsCopy(_FP32UpdateOptimizer):
         keep_fp32_grads: bool | None = None,
     ) -> None:
         self._masters: dict[torch.Tensor, torch.Tensor] = {}
-        self._versions: dict[torch.Tensor, int] = {}
+        self._versions: dict[torch.Tensor, int] = {}  # as this optimizer last left each param
         super().__init__(optimizer, stochastic_rounding, generator, seed, keep_fp32_grads)
 
     def _attach_group(self, index: int, params: list[torch.Tensor]) -> None:
@@ -226,7 +226,6 @@ class FP32ParamsCopy(_FP32UpdateOptimizer):
             if param.dtype in _LOW_PRECISION:
                 master = param.detach().to(torch.float32)  # a new tensor: never aliases
                 self._masters[param] = master
-                self._versions[param] = param._version
                 masters.append(master)
             else:
                 masters.append(param)
@@ -248,21 +247,36 @@ class FP32ParamsCopy(_FP32UpdateOptimizer):
     def _follow_outside_changes(self, pairs: list[_Pair]) -> None:
         """Masters follow parameters that something other than this optimizer wrote.
 
-        The version counter says a parameter was written; an element whose bf16 value is still
-        a rounding of its master was not really changed and keeps the master's extra precision.
+        Rounding to nearest, every step compares each parameter with its master's rounding
+        (what this optimizer wrote): any other value was written from outside, a write
+        through `p.data` (a WGAN weight clip) and a `load_state_dict` of values one bf16
+        step away included, and its master follows it exactly (a cast and a compare per
+        parameter; on XLA fused into the step, with no host sync). Rounding stochastically,
+        either neighbour of the master may be ours: a write the version counter shows
+        (`load_state_dict`, an in-place op on the parameter) is followed where the value is
+        neither neighbour; a write through `p.data` is not seen.
         """
         with torch.no_grad():
             for param, master in pairs:
-                if master is param or param._version == self._versions[param]:
+                if master is param:
                     continue
-                kept = _is_rounding_of(param, master)
+                if self.stochastic_rounding and param.dtype == torch.bfloat16:
+                    if param._version == self._versions.get(param):
+                        continue
+                    kept = is_bf16_rounding_of(param, master)
+                else:
+                    ours = master.to(param.dtype)
+                    if param.device.type != "xla" and torch.equal(  # (XLA: no host sync)
+                        ours.view(torch.int16), param.view(torch.int16)
+                    ):
+                        continue  # the common case: the bits this optimizer wrote
+                    kept = (ours == param) | (torch.isnan(ours) & torch.isnan(param))
                 master.copy_(torch.where(kept, master, param.to(torch.float32)))
                 self._versions[param] = param._version
 
     def _after_write(self, pairs: list[_Pair]) -> None:
         for param, _ in pairs:
-            if param in self._versions:
-                self._versions[param] = param._version
+            self._versions[param] = param._version
 
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict()
@@ -279,7 +293,6 @@ class FP32ParamsCopy(_FP32UpdateOptimizer):
                     continue
                 source = saved[index] if saved is not None else param
                 master.copy_(source.to(device=master.device, dtype=torch.float32))
-                self._versions[param] = param._version
 
 
 class AdamW_FP32ParamsCopy(FP32ParamsCopy):  # the class name Neuron's sample uses
@@ -352,14 +365,6 @@ class StochasticRoundingOptimizer(_FP32UpdateOptimizer):
                 count = len(group["params"])
                 group["params"] = [param for param, _ in pairs[index : index + count]]
                 index += count
-
-
-def _is_rounding_of(param: torch.Tensor, master: torch.Tensor) -> torch.Tensor:
-    """Where `param` still holds what a write-back of `master` would (either bf16 neighbour,
-    for stochastic rounding; the nearest fp16)."""
-    if param.dtype == torch.bfloat16:
-        return is_bf16_rounding_of(param, master)
-    return master.to(param.dtype) == param
 
 
 def _by_device(pairs: list[_Pair]) -> list[list[_Pair]]:
