@@ -6,6 +6,7 @@ import copy
 import io
 from collections.abc import Callable
 from typing import Any
+from unittest import mock
 
 import pytest
 import torch
@@ -666,3 +667,57 @@ def test_a_load_one_bf16_step_from_the_masters_is_followed_exactly() -> None:
     optimizer.step()  # no gradients: nothing updated, but the masters catch up
     for master, param in zip(optimizer.master_params(), model.parameters(), strict=True):
         assert torch.equal(master, param.float())
+
+
+def test_stochastic_rounding_optimizer_steps_a_bounded_bucket_at_a_time() -> None:
+    """Every parameter was upcast at once (a peak of ~28 bytes per parameter during a step):
+    the inner optimizer now sees at most `bucket_elements` elements of stand-ins at a time,
+    and each result is still a rounding of the fp32 update."""
+    seen: list[int] = []
+
+    class Watched(torch.optim.AdamW):
+        def step(self, closure: Any = None) -> Any:
+            seen.append(sum(p.numel() for g in self.param_groups for p in g["params"]))
+            return super().step(closure)
+
+    model = bf16_mlp()
+    reference = copy.deepcopy(model).float()  # the same step in fp32 throughout
+    optimizer = StochasticRoundingOptimizer(
+        Watched(model.parameters(), lr=1e-2), bucket_elements=50
+    )
+    fp32 = torch.optim.AdamW(reference.parameters(), lr=1e-2)
+    x, y = batch(0)
+    for net, opt in ((model, optimizer), (reference, fp32)):
+        loss = nn.functional.mse_loss(net(x.to(next(net.parameters()).dtype)).float(), y.float())
+        opt.zero_grad()
+        loss.backward()
+    for param, exact in zip(model.parameters(), reference.parameters(), strict=True):
+        exact.grad = param.grad.float()  # the very gradients the bf16 model got
+    optimizer.step()
+    fp32.step()
+    largest = max(p.numel() for p in model.parameters())
+    assert len(seen) > 1 and max(seen) < 50 + largest
+    for param, exact in zip(model.parameters(), reference.parameters(), strict=True):
+        assert bool(is_bf16_rounding_of(param, exact.detach()).all())
+
+
+def test_stochastic_rounding_optimizer_state_dict_makes_no_fp32_copies() -> None:
+    model = bf16_mlp()
+    optimizer = StochasticRoundingOptimizer(torch.optim.AdamW(model.parameters(), lr=1e-2))
+    train(model, optimizer, range(1))
+    upcasts = []
+    original = torch.Tensor.to
+
+    def counting(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        upcasts.append(args)
+        return original(tensor, *args, **kwargs)
+
+    with mock.patch.object(torch.Tensor, "to", counting):
+        state = optimizer.state_dict()
+    assert upcasts == []
+    assert all(
+        value.dtype == torch.float32
+        for entry in state["state"].values()
+        for key, value in entry.items()
+        if torch.is_tensor(value) and key != "step"
+    )
