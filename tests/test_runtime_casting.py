@@ -143,3 +143,42 @@ def test_the_hook_looks_at_one_tensor_per_forward_not_all_of_them() -> None:
     with mock.patch.object(model, "parameters", parameters):
         model(torch.ones(2))
     assert walked == 1
+
+
+class TimestepNet(nn.Module):
+    """fp32 made inside forward (a timestep embedding, `arange` features) reaches a Conv and a
+    Linear: hazard 7, aws-neuron-sdk #1318."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv1d(1, 2, 3, padding=1)
+        self.head = nn.Sequential(nn.Flatten(), nn.Linear(16, 1))
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        features = torch.arange(8).float() / 8 + t.float() / 1000  # fp32, whatever x is
+        return self.head(self.conv(x + features.view(1, 1, 8)))
+
+
+def test_fp32_made_inside_forward_reaches_bf16_submodules_cast() -> None:
+    model = TimestepNet().to(torch.bfloat16)
+    x, t = torch.randn(2, 1, 8), torch.tensor([3])
+    with pytest.raises(RuntimeError):  # what a bf16 cast alone gives (the top-level cast too)
+        only_top = TimestepNet().to(torch.bfloat16)
+        only_top.register_forward_pre_hook(
+            lambda module, args: tuple(a.to(torch.bfloat16) for a in args)
+        )
+        only_top(x, t)
+    cast_inputs_to_module_dtype(model)
+    out = model(x, t)
+    assert out.dtype == torch.bfloat16
+    out.float().sum().backward()
+    assert model.conv.weight.grad is not None
+
+
+def test_the_cast_hooks_every_submodule_with_parameters_and_removes_them_all() -> None:
+    model = TimestepNet().to(torch.bfloat16)
+    handle = cast_inputs_to_module_dtype(model)
+    hooked = [m for m in model.modules() if m._forward_pre_hooks]
+    assert hooked == [model, model.conv, model.head[1]]  # not the Sequential or the Flatten
+    handle.remove()
+    assert not any(m._forward_pre_hooks for m in model.modules())
