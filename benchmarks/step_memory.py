@@ -46,7 +46,8 @@ def measure(mode: Mode, total: int, layers: int) -> tuple[float, float]:
             with_stack=True,
         ) as profiler:
             optimizer.step()
-        _, sizes = MemoryProfileTimeline(profiler._memory_profile())._coalesce_timeline("cpu")
+        timeline = MemoryProfileTimeline(profiler._memory_profile())
+        _, sizes = timeline._coalesce_timeline("cpu")  # type: ignore[no-untyped-call]
     totals = [sum(sample) for sample in sizes]
     return totals[0] / count, max(totals) / count
 
