@@ -41,6 +41,7 @@ RUNNABLE: dict[str, tuple[str, ...]] = {
     "setdefault_cnn": (),  # XLA_DOWNCAST_BF16, through os.environ.setdefault
     "flag_at_top_float_mlp": (),
     "train_loop_fn_mark_step": (),
+    "factory_model_accumulation": (),  # grouped params, running loss, accumulation, clipping
     "argparse_gated_flag": ("--bf16",),
 }
 GATED = "argparse_gated_flag"  # sets the flag only with --bf16; the rewrite must keep the gate
@@ -76,6 +77,7 @@ BROKEN_STEP = {
     "token_lm_adamw_scheduler": "optimizer.step()",
     "flag_at_top_float_mlp": "optimizer.step()",
     "train_loop_fn_mark_step": "xm.optimizer_step(optimizer)",
+    "factory_model_accumulation": "xm.optimizer_step(optimizer)",
 }
 
 T = TypeVar("T")
