@@ -42,6 +42,7 @@ RUNNABLE: dict[str, tuple[str, ...]] = {
     "flag_at_top_float_mlp": (),
     "train_loop_fn_mark_step": (),
     "factory_model_accumulation": (),  # grouped params, running loss, accumulation, clipping
+    "fp32_inside_forward": (),  # fp32 made in forward reaches a bf16 Conv and Linear (hazard 7)
     "argparse_gated_flag": ("--bf16",),
 }
 GATED = "argparse_gated_flag"  # sets the flag only with --bf16; the rewrite must keep the gate
@@ -78,6 +79,7 @@ BROKEN_STEP = {
     "flag_at_top_float_mlp": "optimizer.step()",
     "train_loop_fn_mark_step": "xm.optimizer_step(optimizer)",
     "factory_model_accumulation": "xm.optimizer_step(optimizer)",
+    "fp32_inside_forward": "optimizer.step()",
 }
 
 T = TypeVar("T")
