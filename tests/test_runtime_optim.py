@@ -596,7 +596,6 @@ def test_the_callers_param_group_dicts_are_left_as_they_were(name: str) -> None:
 @pytest.mark.parametrize(
     ("build", "name"),
     [
-        (lambda params: torch.optim.Adagrad(params, lr=0.1), "Adagrad"),
         (lambda params: torch.optim.LBFGS(params), "LBFGS"),
         (lambda params: torch.optim.SparseAdam(params), "SparseAdam"),
     ],
@@ -605,12 +604,58 @@ def test_the_callers_param_group_dicts_are_left_as_they_were(name: str) -> None:
 def test_optimizers_it_cannot_wrap_are_refused_saying_why(
     build: Callable[[Any], Optimizer], name: str, name_of_wrapper: str
 ) -> None:
-    """Adagrad was refused with "wrap it before its first step" (it makes its state when it is
-    built); LBFGS and SparseAdam were wrapped, and the script crashed at its first step."""
+    """LBFGS and SparseAdam were wrapped, and the script crashed at its first step."""
     inner = build(bf16_mlp().parameters())
     refusal = rf"{name} cannot be wrapped: .+\. Keep fp32 master weights"
     with pytest.raises(TypeError, match=refusal):
         WRAPPERS[name_of_wrapper](inner)
+
+
+@pytest.mark.parametrize("name", WRAPPERS)
+def test_adagrad_gets_its_construction_state_made_again_in_fp32(name: str) -> None:
+    """Adagrad makes its squared-gradient sums when it is built, on the bf16 parameters: it was
+    refused with a misleading "wrap before its first step". Its sums are made again in fp32,
+    filled with `initial_accumulator_value` exactly (bf16 would hold 0.10009765625)."""
+    model = bf16_mlp()
+    optimizer = WRAPPERS[name](
+        torch.optim.Adagrad(model.parameters(), lr=0.05, initial_accumulator_value=0.1)
+    )
+    sums = [state["sum"] for state in optimizer.optimizer.state.values()]  # type: ignore[attr-defined]
+    assert len(sums) == 4
+    assert all(s.dtype == torch.float32 and bool((s == torch.tensor(0.1)).all()) for s in sums)
+    losses = train(model, optimizer, range(30))
+    assert sum(losses[-5:]) < sum(losses[:5])
+    assert all(t.dtype == torch.float32 for t in inner_state_tensors(optimizer))
+
+
+def test_fp32_copy_of_adagrad_steps_its_masters_like_fp32_adagrad_bit_for_bit() -> None:
+    model = bf16_mlp()
+    fp32 = [p.detach().float().requires_grad_() for p in model.parameters()]
+    wrapped = FP32ParamsCopy(
+        torch.optim.Adagrad(model.parameters(), lr=0.05, initial_accumulator_value=0.1)
+    )
+    reference = torch.optim.Adagrad(fp32, lr=0.05, initial_accumulator_value=0.1)
+    generator = torch.Generator().manual_seed(3)
+    for _ in range(5):
+        for param, twin in zip(model.parameters(), fp32, strict=True):
+            grad = torch.randn(param.shape, generator=generator).to(torch.bfloat16)
+            param.grad, twin.grad = grad, grad.float()
+        wrapped.step()
+        reference.step()
+    for master, twin in zip(wrapped.master_params(), fp32, strict=True):
+        assert torch.equal(master, twin)
+    restored = FP32ParamsCopy(torch.optim.Adagrad(bf16_mlp().parameters(), lr=0.05))
+    restored.load_state_dict(round_trip(wrapped.state_dict()))
+    assert all(torch.equal(m, t) for m, t in zip(restored.master_params(), fp32, strict=True))
+
+
+@pytest.mark.parametrize("name", WRAPPERS)
+def test_adagrad_that_has_stepped_is_refused(name: str) -> None:
+    model = bf16_mlp()
+    stepped = torch.optim.Adagrad(model.parameters(), lr=0.05)
+    train(model, stepped, range(1))
+    with pytest.raises(ValueError, match="before its first step"):
+        WRAPPERS[name](stepped)
 
 
 def test_an_fp16_model_gets_fp32_masters_and_states() -> None:

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch.optim import Optimizer
 
-from xlamigrate.rulesdata import unwrappable_optimizers
+from xlamigrate.rulesdata import states_built_at_construction, unwrappable_optimizers
 from xlamigrate.runtime.rounding import copy_all_stochastically_rounded_, is_bf16_rounding_of
 
 MASTERS_KEY = "fp32_master_params"
@@ -65,7 +65,7 @@ class _FP32UpdateOptimizer(Optimizer):
                 " in full bf16 or under autocast"
             )
         if any(optimizer.state.values()):
-            raise ValueError("wrap the optimizer before its first step: it already has state")
+            _remake_construction_states_in_fp32(optimizer)
         # The inner optimizer's groups are the caller's own dicts (torch keeps what it is given):
         # its fp32 stand-ins go into copies, never into the caller's `groups[i]["params"]`.
         optimizer.param_groups = [
@@ -243,6 +243,7 @@ class FP32ParamsCopy(_FP32UpdateOptimizer):
             else:
                 masters.append(param)
         self.optimizer.param_groups[index]["params"] = masters
+        _rekey(self.optimizer.state, list(zip(params, masters, strict=True)))
 
     def master_params(self) -> list[torch.Tensor]:
         """The fp32 master weights, in parameter order (a parameter that is neither bf16 nor
@@ -407,6 +408,24 @@ class StochasticRoundingOptimizer(_FP32UpdateOptimizer):
             # (the inner optimizer's current groups: a load_state_dict made new ones)
             for group, params in zip(self.optimizer.param_groups, every, strict=True):
                 group["params"] = params
+
+
+def _remake_construction_states_in_fp32(optimizer: Optimizer) -> None:
+    """An optimizer that makes per-parameter state when it is built (Adagrad's squared-gradient
+    sums, rules/optimizers.toml) made it in its parameters' bf16 or fp16: it is made again in
+    fp32, filled with the optimizer's value as the optimizer fills it. Any other state means the
+    optimizer has already stepped, and its low-precision states cannot be made exact again."""
+    built = states_built_at_construction().get(type(optimizer).__name__, {})
+    for state in optimizer.state.values():
+        step = state.get("step", 0)
+        if set(state) - {"step", *built} or float(step) != 0:
+            raise ValueError("wrap the optimizer before its first step: it already has state")
+    with torch.no_grad():
+        for param, state in optimizer.state.items():
+            if param.dtype in _LOW_PRECISION:
+                for key, default in built.items():
+                    value = optimizer.defaults[default]
+                    state[key] = torch.full_like(param, value, dtype=torch.float32)
 
 
 def _by_device(pairs: list[_Pair]) -> list[list[_Pair]]:
