@@ -1,7 +1,9 @@
 """The input cast's cost per forward: a bf16 transformer encoder (nn.TransformerEncoder, many
 submodules holding parameters) run on a bf16 batch without any hook, with one hook on the model
-(what `cast_inputs_to_module_dtype` installed before submodules were covered), and with the hooks
-it installs now (the model and every submodule that holds floating parameters of its own).
+(what `cast_inputs_to_module_dtype` installed before submodules were covered), and with what it
+installs now: hooks on the model and on every submodule that holds floating parameters of its
+own, and the mode active during the model's forward that looks at every torch call (to cast the
+mixed operands of matmuls, linears and convolutions).
 
 Prints the median wall time of a forward pass over `--repeat` turns and the hooks installed.
 Measures only; asserts no timing.
@@ -66,7 +68,7 @@ def main() -> None:
         f"bf16 TransformerEncoder: {args.layers} layers, width {args.width}, batch "
         f"{args.batch}x{args.seq}; {modules} modules, {hooks} input-cast hooks"
     )
-    rows = [("no hook", bare), ("one hook on the model", top), ("every submodule", every)]
+    rows = [("no hook", bare), ("one hook on the model", top), ("what it installs now", every)]
     results = timed([model for _, model in rows], x, args.repeat)
     for (name, _), ms in zip(rows, results, strict=True):
         print(f"  {name:<24} {ms:8.2f} ms/forward  x{ms / results[0]:.3f}")

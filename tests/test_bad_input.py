@@ -77,7 +77,10 @@ FLAG_CELL = code_cell(
     [*FLAG_CELL_HEAD, 'os.environ["XLA_USE_BF16"] = "1"\n', MODEL, OPTIMIZER, *FLAG_CELL_TAIL]
 )
 # FLAG_CELL rewritten alone, in each mode: its notebook's other cell cannot be read.
-CASTS = ["model.to(torch.bfloat16)\n", "cast_inputs_to_module_dtype(model)\n"]
+CASTS = [
+    "model.to(torch.bfloat16)\n",
+    "cast_inputs_to_module_dtype(model, output_dtype=torch.float32)\n",
+]
 FLAG_CELL_REWRITTEN = {
     "full-bf16": [
         *FLAG_CELL_HEAD,

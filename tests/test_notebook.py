@@ -408,7 +408,7 @@ def test_masked_lines_come_back_as_they_were(catalogue: Catalogue) -> None:
         "files = !ls\n"
         "model = torch.nn.Linear(4, 1)\n"
         "model.to(torch.bfloat16)\n"
-        "cast_inputs_to_module_dtype(model)\n"
+        "cast_inputs_to_module_dtype(model, output_dtype=torch.float32)\n"
         "optimizer = FP32ParamsCopy(torch.optim.SGD(model.parameters()))\n"
     )
 

@@ -717,7 +717,7 @@ def test_a_tensor_moved_to_the_device_is_not_taken_for_the_model(tensor: str) ->
     check_recipe_applied_or_reported(outcome, "full-bf16")
     assert outcome.rewritten is not None
     assert b"running_loss.to(torch.bfloat16)" not in outcome.rewritten
-    assert b"cast_inputs_to_module_dtype(model)" in outcome.rewritten
+    assert b"cast_inputs_to_module_dtype(model, output_dtype=torch.float32)" in outcome.rewritten
 
 
 def test_a_scheduler_is_not_taken_for_an_optimizer() -> None:

@@ -43,6 +43,8 @@ RUNNABLE: dict[str, tuple[str, ...]] = {
     "train_loop_fn_mark_step": (),
     "factory_model_accumulation": (),  # grouped params, running loss, accumulation, clipping
     "fp32_inside_forward": (),  # fp32 made in forward reaches a bf16 Conv and Linear (hazard 7)
+    "adagrad_embedding_classifier": (),  # Adagrad makes its state when it is built
+    "xmp_spawn_train_loop": (),  # xmp.spawn -> _mp_fn -> train_loop_fn; GELU + MSE on fp32 targets
     "argparse_gated_flag": ("--bf16",),
 }
 GATED = "argparse_gated_flag"  # sets the flag only with --bf16; the rewrite must keep the gate
@@ -80,6 +82,8 @@ BROKEN_STEP = {
     "train_loop_fn_mark_step": "xm.optimizer_step(optimizer)",
     "factory_model_accumulation": "xm.optimizer_step(optimizer)",
     "fp32_inside_forward": "optimizer.step()",
+    "adagrad_embedding_classifier": "optimizer.step()",
+    "xmp_spawn_train_loop": "xm.optimizer_step(optimizer)",
 }
 
 T = TypeVar("T")

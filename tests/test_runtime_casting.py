@@ -182,3 +182,125 @@ def test_the_cast_hooks_every_submodule_with_parameters_and_removes_them_all() -
     assert hooked == [model, model.conv, model.head[1]]  # not the Sequential or the Flatten
     handle.remove()
     assert not any(m._forward_pre_hooks for m in model.modules())
+
+
+class TwoHeads(nn.Module):
+    """Returns a (tensor, dict) pair and records the dtype its inner layer answers in."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Linear(4, 3)
+        self.inner_dtypes: list[torch.dtype] = []
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        hidden = self.body(x)
+        self.inner_dtypes.append(hidden.dtype)
+        return hidden, {"score": hidden.sum(dim=1), "argmax": hidden.argmax(dim=1)}
+
+
+def test_a_loss_against_fp32_targets_fails_in_backward_without_the_output_cast() -> None:
+    """Hazard 2: the input cast does not reach the targets; MSE promotes in the forward pass
+    and its CPU backward then rejects the bf16 output (on Neuron: the HLO verifier)."""
+    model = nn.Linear(4, 1).to(torch.bfloat16)
+    cast_inputs_to_module_dtype(model)
+    x, target = torch.randn(8, 4), torch.randn(8, 1)
+    loss = nn.functional.mse_loss(model(x), target)
+    with pytest.raises(RuntimeError, match="Found dtype Float but expected BFloat16"):
+        loss.backward()
+
+
+def test_output_dtype_returns_the_outputs_in_fp32_and_trains_the_bf16_model() -> None:
+    model = nn.Linear(4, 1).to(torch.bfloat16)
+    cast_inputs_to_module_dtype(model, output_dtype=torch.float32)
+    x, target = torch.randn(8, 4), torch.randn(8, 1)
+    output = model(x)
+    assert output.dtype == torch.float32
+    nn.functional.mse_loss(output, target).backward()
+    assert model.weight.grad is not None and model.weight.grad.dtype == torch.bfloat16
+    expected = nn.functional.mse_loss(model(x.to(torch.bfloat16)).float(), target)
+    assert torch.equal(nn.functional.mse_loss(output, target), expected)
+
+
+def test_output_dtype_casts_nested_floating_outputs_of_the_top_module_only() -> None:
+    model = TwoHeads().to(torch.bfloat16)
+    handle = cast_inputs_to_module_dtype(model, output_dtype=torch.float32)
+    hidden, extra = model(torch.randn(2, 4))
+    assert (hidden.dtype, extra["score"].dtype) == (torch.float32, torch.float32)
+    assert extra["argmax"].dtype == torch.int64
+    assert model.inner_dtypes == [torch.bfloat16]  # inside, the model still computes in bf16
+    handle.remove()
+    hidden, _ = model(torch.randn(2, 4).to(torch.bfloat16))
+    assert hidden.dtype == torch.bfloat16
+
+
+def test_output_dtype_leaves_an_fp32_module_alone() -> None:
+    model = nn.Linear(4, 1)
+    cast_inputs_to_module_dtype(model, output_dtype=torch.float32)
+    x = torch.randn(2, 4)
+    assert torch.equal(model(x), nn.functional.linear(x, model.weight, model.bias))
+
+
+class FunctionalMixer(nn.Module):
+    """Parameters used through functional calls, with operands `forward` makes in fp32."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(3, 4))
+        self.kernel = nn.Parameter(torch.randn(2, 1, 3))
+        self.seen: list[torch.dtype] = []
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(4).float() / 4  # fp32, whatever x is
+        mixed = nn.functional.linear(x + positions, self.weight)  # the sum promoted to fp32
+        scaled = mixed @ (torch.ones(3, 3) / 3)  # an fp32 operand made here
+        waves = nn.functional.conv1d(torch.sin(positions).view(1, 1, 4), self.kernel)
+        self.seen += [mixed.dtype, scaled.dtype, waves.dtype]
+        return scaled.sum(dim=1) + waves.sum()
+
+
+def test_functional_compute_on_fp32_made_inside_forward_runs_in_the_module_dtype() -> None:
+    """Hazard 1: no submodule call to hook; `F.linear`, `@` and `conv1d` of fp32 operands and
+    bf16 parameters fail on the CPU and promote silently on XLA. Inside the cast model's forward
+    they compute in bf16, as under the legacy flag."""
+    model = FunctionalMixer().to(torch.bfloat16)
+    with pytest.raises(RuntimeError):
+        model(torch.randn(2, 4).to(torch.bfloat16))
+    handle = cast_inputs_to_module_dtype(model)
+    model.seen.clear()
+    out = model(torch.randn(2, 4))
+    assert model.seen == [torch.bfloat16] * 3
+    out.float().sum().backward()
+    assert model.weight.grad is not None and model.weight.grad.dtype == torch.bfloat16
+    assert model.kernel.grad is not None and model.kernel.grad.dtype == torch.bfloat16
+    handle.remove()
+    with pytest.raises(RuntimeError):
+        model(torch.randn(2, 4).to(torch.bfloat16))
+
+
+def test_compute_outside_the_forward_and_in_fp32_models_is_left_alone() -> None:
+    model = FunctionalMixer()  # fp32: nothing to do
+    cast_inputs_to_module_dtype(model)
+    model(torch.randn(2, 4))
+    assert model.seen == [torch.float32] * 3
+    bf16 = FunctionalMixer().to(torch.bfloat16)
+    cast_inputs_to_module_dtype(bf16)
+    with pytest.raises(RuntimeError):  # after the forward the mode is gone
+        torch.matmul(torch.ones(2, 3), bf16.weight.T)
+
+
+def test_a_forward_that_raises_leaves_no_mode_behind() -> None:
+    class Failing(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = nn.Linear(2, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            raise ValueError("in forward")
+
+    model = Failing().to(torch.bfloat16)
+    cast_inputs_to_module_dtype(model)
+    with pytest.raises(ValueError, match="in forward"):
+        model(torch.randn(1, 2))
+    with pytest.raises(RuntimeError):
+        torch.matmul(torch.ones(2, 2), model.linear.weight)
+    assert not torch.overrides._get_current_function_mode_stack()

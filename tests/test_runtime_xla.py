@@ -227,3 +227,28 @@ def test_enable_stochastic_rounding_warns_only_after_the_xla_device_was_used(
     assert run["after_device"]["mentions_variable"]
     assert run["after_device"]["warned_at_caller"]
     assert {stage["value"] for stage in run.values()} == {"1"}  # set in every case
+
+
+# -- f. fp32 made inside forward and fp32 targets, on a bf16 model -----------------------------
+
+
+def test_fp32_made_inside_forward_fails_a_bare_bf16_model_on_xla() -> None:
+    """Hazard 1, measured: `F.linear` of fp32 positions made in `forward` promotes when traced,
+    and the promoted result meeting a bf16 bias fails the HLO verifier at the step."""
+    result = subprocess.run(
+        [sys.executable, str(SCRIPTS / "casts_inside_forward_xla.py"), "bare"],
+        env={**os.environ, "PJRT_DEVICE": "CPU"},
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "mixed precision is disallowed" in result.stderr
+
+
+def test_the_cast_computes_inside_forward_in_bf16_and_trains_against_fp32_targets() -> None:
+    run = run_script("casts_inside_forward_xla.py", "cast")
+    assert run["computed_in"] == ["torch.bfloat16"]  # F.linear and matmul of fp32 made inside
+    assert run["output"] == "torch.float32"  # for the loss against fp32 targets (hazard 2)
+    assert run["grads"] == run["params"] == ["torch.bfloat16"]
+    losses = run["losses"]
+    assert all(math.isfinite(loss) for loss in losses)
+    assert losses[-1] < 0.6 * losses[0]

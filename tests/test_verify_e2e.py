@@ -144,7 +144,11 @@ def test_a_model_cast_without_input_handling_is_reported_failed_with_the_crash(
 ) -> None:
     original = copy_fixture(tmp_path, "full-bf16", "flag_at_top_float_mlp", ".in.py", "train.py")
     rewrite = broken(
-        tmp_path, "full-bf16", "flag_at_top_float_mlp", "cast_inputs_to_module_dtype(model)\n", ""
+        tmp_path,
+        "full-bf16",
+        "flag_at_top_float_mlp",
+        "cast_inputs_to_module_dtype(model, output_dtype=torch.float32)\n",
+        "",
     )
     result = verify(original, "--rewritten", str(rewrite), "--mode", "full-bf16", "--steps", "4")
     assert result.returncode == 1, result.stdout + result.stderr

@@ -3,7 +3,8 @@
 * `FP32ParamsCopy` / `AdamW_FP32ParamsCopy`: fp32 master weights for a bf16 model (fp32-copy);
 * `StochasticRoundingOptimizer`, `stochastic_round_to_bf16`: bf16 stochastic rounding where
   the Neuron runtime's (NEURON_RT_STOCHASTIC_ROUNDING_EN) does not apply: CPU and GPU;
-* `cast_inputs_to_module_dtype`: fp32 inputs keep working on a bf16 model, as with the flag;
+* `cast_inputs_to_module_dtype`: fp32 inputs keep working on a bf16 model, as with the flag,
+  and its outputs can come back in fp32 for losses against fp32 targets;
 * `enable_stochastic_rounding`, `disable_neuron_auto_cast`, `bf16_autocast`: environment
   helpers for the full-bf16 and autocast recipes.
 """
