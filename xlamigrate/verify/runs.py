@@ -89,20 +89,32 @@ def run(spec: RunSpec) -> RunResult:
     env[recorder.STEP_LIMIT] = str(spec.steps)
     spec.records.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    try:
-        completed = subprocess.run(
-            [sys.executable, str(spec.script), *spec.args],
-            cwd=spec.cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE, timeout=spec.timeout, check=False,
-        )  # fmt: skip
-        returncode: int | None = completed.returncode
-        stderr = completed.stderr.decode("utf-8", "replace")
-    except subprocess.TimeoutExpired as expired:
-        returncode = None
-        stderr = (expired.stderr or b"").decode("utf-8", "replace")
+    with subprocess.Popen(
+        [sys.executable, str(spec.script), *spec.args],
+        cwd=spec.cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    ) as process:  # fmt: skip
+        try:
+            _, raw = process.communicate(timeout=spec.timeout)
+            returncode: int | None = process.returncode
+        except subprocess.TimeoutExpired:
+            process.kill()
+            _, raw = process.communicate()
+            returncode = None
+    stderr = (raw or b"").decode("utf-8", "replace")
     seconds = time.monotonic() - started
     tail = "\n".join(stderr.rstrip().splitlines()[-TAIL_LINES:])
     record = _main_record(spec.records)
+    if (
+        record is not None
+        and record["stopped_at_limit"]
+        and record.get("pid") != process.pid
+        and returncode is not None
+    ):
+        # The shim ended a worker the script started (xmp.spawn, a process pool) at the step
+        # limit: whatever the script then did about a worker gone early (BrokenProcessPool) is
+        # verify's doing, not the script's.
+        returncode = 0
     result = RunResult(label=spec.label, returncode=returncode, seconds=seconds, stderr_tail=tail)
     if record is not None:
         losses = tuple(None if loss is None else float(loss) for loss in record["losses"])
