@@ -701,7 +701,14 @@ def test_a_model_named_only_inside_a_comprehension_or_lambda_is_not_cast_outside
 
 @pytest.mark.parametrize(
     "tensor",
-    ["torch.zeros(1, dtype=torch.double)", "torch.DoubleTensor([0.0])", "torch.tensor(0.0)"],
+    [
+        "torch.zeros(1, dtype=torch.double)",
+        "torch.DoubleTensor([0.0])",
+        "torch.tensor(0.0)",
+        # chains on a tensor factory (neuronx-distributed's layer tests)
+        "torch.randn(4, 3).transpose(0, 1)",
+        "torch.LongTensor(size=(2, 3)).random_(0, 5)",
+    ],
 )
 def test_a_tensor_moved_to_the_device_is_not_taken_for_the_model(tensor: str) -> None:
     """`running_loss = torch.zeros(1).to(device)` got `running_loss.to(torch.bfloat16)` and

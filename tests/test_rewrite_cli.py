@@ -894,3 +894,62 @@ def test_fp32_copy_leaves_an_optimizer_it_cannot_wrap_and_keeps_the_flag(
     assert (tmp_path / "train.py").read_text() == source
     full = rewrite_json("--mode", "full-bf16", cwd=tmp_path, expect_exit=0)
     assert codes(full["files"][0]["fixes"]) == [("XM101", "safe")]
+
+
+TEST_MODULE = """\
+import os
+
+import torch
+
+
+def test_reference_layer(device):
+    layer = torch.nn.Linear(8, 8).to(device)
+    optimizer = torch.optim.SGD(layer.parameters(), lr=0.1)
+    loss = layer(torch.randn(2, 8, device=device)).sum()
+    loss.backward()
+    optimizer.step()
+
+
+def test_layer_hlo(device):
+    os.environ["XLA_DOWNCAST_BF16"] = "1"
+    layer = torch.nn.Linear(8, 8).to(device)
+    optimizer = torch.optim.SGD(layer.parameters(), lr=0.1)
+    loss = layer(torch.randn(2, 8, device=device)).sum()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name", ["test_layers.py", "layers_test.py"])
+def test_a_test_that_sets_the_flag_gets_the_recipe_and_its_sibling_tests_do_not(
+    tmp_path: Path, mode: str, name: str
+) -> None:
+    """neuronx-distributed's layer tests set the flag inside one test function; the recipe went
+    into every test of the module, changing tests that never set it (each is a configuration
+    of its own: `pytest -k`)."""
+    write_files(tmp_path, {name: TEST_MODULE})
+    result = rewrite("--mode", mode, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    text = (tmp_path / name).read_text()
+    sibling, hlo = "def test_reference_layer", "def test_layer_hlo"
+    assert (
+        text[text.index(sibling) : text.index(hlo)]
+        == TEST_MODULE[TEST_MODULE.index(sibling) : TEST_MODULE.index(hlo)]
+    )
+    rewritten = text[text.index(hlo) :]
+    added = {
+        "full-bf16": "layer.to(torch.bfloat16)",
+        "fp32-copy": "FP32ParamsCopy(",
+        "autocast": "with torch.autocast(",
+    }[mode]
+    assert added in rewritten and "XLA_DOWNCAST_BF16" not in rewritten
+
+
+def test_outside_a_test_module_the_recipe_covers_the_whole_file(tmp_path: Path) -> None:
+    """A script whose flag is set in one function and whose model is built in another (a
+    `setup_environment()` called from `main()`) keeps the whole-file scope."""
+    write_files(tmp_path, {"train.py": TEST_MODULE})
+    result = rewrite("--mode", "full-bf16", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (tmp_path / "train.py").read_text().count("layer.to(torch.bfloat16)") == 2

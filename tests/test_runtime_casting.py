@@ -304,3 +304,10 @@ def test_a_forward_that_raises_leaves_no_mode_behind() -> None:
     with pytest.raises(RuntimeError):
         torch.matmul(torch.ones(2, 2), model.linear.weight)
     assert not torch.overrides._get_current_function_mode_stack()
+
+
+def test_a_tensor_is_refused_saying_what_to_do() -> None:
+    """A rewrite that took a tensor for the model crashed with "'Tensor' object has no
+    attribute 'register_forward_pre_hook'"."""
+    with pytest.raises(TypeError, match="got Tensor: a tensor needs no input cast"):
+        cast_inputs_to_module_dtype(torch.zeros(1))  # type: ignore[arg-type]

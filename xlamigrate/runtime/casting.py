@@ -113,6 +113,11 @@ def cast_inputs_to_module_dtype(
     Installing twice returns the first handle (with the first call's `output_dtype`);
     `handle.remove()` undoes it.
     """
+    if not isinstance(module, nn.Module):
+        raise TypeError(
+            f"cast_inputs_to_module_dtype takes the model (an nn.Module), got"
+            f" {type(module).__name__}: a tensor needs no input cast; remove this call"
+        )
     existing: InputCast | None = getattr(module, _HANDLE_ATTRIBUTE, None)
     if existing is not None and existing.active:
         return existing

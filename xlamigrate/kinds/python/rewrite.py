@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import PurePosixPath
 from typing import TypeVar
 
 import libcst as cst
@@ -645,8 +646,29 @@ class _Planner:
         # `if X:` and its `else:` both enabled it: always on; `(A and B) or (A and not B)`: A
         return True, disjunction([c.tests or (c.full,) for c in conditions if c.full is not None])
 
+    def _test_functions_setting_the_flag(self) -> frozenset[cst.FunctionDef] | None:
+        """In a test module whose enabling writes all sit in test functions, those functions:
+        each test is a configuration of its own (`pytest -k`), and a test that never set the
+        flag keeps its models as they were. None: the recipe's scope is the whole file."""
+        name = PurePosixPath(self.path.replace("\\", "/")).name
+        if self.launched is not None or not (name.startswith("test_") or name.endswith("_test.py")):
+            return None
+        functions = set()
+        for enabling in self.enabling:
+            if enabling.access is None:
+                return None
+            function = self.script.outermost_function(enabling.access.node)
+            if function is None or not function.name.value.startswith("test"):
+                return None
+            functions.add(function)
+        return frozenset(functions)
+
+    def _in_scope(self, node: cst.CSTNode) -> bool:
+        scope = self._test_functions_setting_the_flag()
+        return scope is None or self.script.outermost_function(node) in scope
+
     def _cast_models(self, wrap_optimizer: bool) -> None:
-        sites = self.script.optimizer_sites()
+        sites = [s for s in self.script.optimizer_sites() if self._in_scope(s.statement)]
         targets: list[tuple[cst.SimpleStatementLine, cst.BaseExpression, bool]] = [
             (site.statement, site.model, True)
             for site in sites
@@ -654,22 +676,28 @@ class _Planner:
         ]
         if not targets:
             for statement, model in self.script.model_moves():
-                targets.append((statement, model, False))
+                if self._in_scope(statement):
+                    targets.append((statement, model, False))
             if wrap_optimizer and targets and not sites:  # cast, yet no master weights: say so
                 subject = f"the optimizer of `{code_of(targets[0][1])}`"
                 self.remaining.append(self._manual("XM406", self._span(targets[0][0]), subject))
         if not targets:
             self.remaining.append(self._manual("XM401", self._first_span(), "the model to cast"))
             return
-        done: set[str] = set()
+
+        def model_key(target: cst.CSTNode, model: cst.BaseExpression) -> tuple[int, str]:
+            # one model per name and function: `model` in `train()` is not `model` in `test()`
+            return id(self.script.enclosing_function(target)), code_of(model)
+
+        done: set[tuple[int, str]] = set()
         for target, model, before in targets:
-            name = code_of(model)
-            if name in done:
+            name, key = code_of(model), model_key(target, model)
+            if key in done:
                 continue
-            done.add(name)
+            done.add(key)
             place: cst.BaseStatement = target
             if before:  # before every optimizer of this model (`if a: A(...) elif b: B(...)`)
-                same = [t for t, m, _ in targets if code_of(m) == name]
+                same = [t for t, m, _ in targets if model_key(t, m) == key]
                 around = self.script.first_statement_around(same)
                 if around is not None and self._nameable(model, around):
                     place = around
@@ -790,13 +818,15 @@ class _Planner:
     def _autocast_regions(self) -> None:
         self.plan.imports.add(("torch", None))
         models = [code_of(site.model) for site in self.script.optimizer_sites()]
-        backwards = self.script.backward_statements()
+        backwards = [b for b in self.script.backward_statements() if self._in_scope(b[0])]
         if not backwards:
             where = self._first_span()
             self.remaining.append(self._manual("XM402", where, "no `<loss>.backward()` found"))
             return
         handled = {statement for statement, _ in backwards}
         for call in self.script.backward_calls():  # `f(x).backward()`, `a = 1; b.backward()`
+            if not self._in_scope(call):
+                continue
             if self.script.statement_of(call) not in handled and not self.script.in_autocast(call):
                 subject = f"the forward pass before `{code_of(call.func)}()`"
                 self.remaining.append(self._manual("XM402", self._span(call), subject))

@@ -94,6 +94,14 @@ class TrainingScript:
             current = self.parent(current)
         return current
 
+    def outermost_function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
+        """The function at module level (or a method of a module-level class) holding `node`."""
+        outermost = None
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, cst.FunctionDef):
+                outermost = ancestor
+        return outermost
+
     def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         current = self.parent(node)
         while current is not None:
@@ -225,8 +233,11 @@ class TrainingScript:
         return moves
 
     def _makes_a_tensor(self, call: cst.Call) -> bool:
-        """`torch.zeros(1)`, `torch.tensor(...)`, `torch.DoubleTensor([0.0])`: a tensor, not a
-        module (`running_loss = torch.zeros(1).to(device)` is no model to cast)."""
+        """`torch.zeros(1)`, `torch.tensor(...)`, `torch.DoubleTensor([0.0])`, and method chains
+        on them (`torch.randn(n).transpose(0, 1)`, `torch.LongTensor(size=s).random_(0, v)`): a
+        tensor, not a module (`running_loss = torch.zeros(1).to(device)` is no model to cast)."""
+        while isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Call):
+            call = call.func.value  # the call the chain starts from
         names = self.qualified_names(call.func) or {code_of(call.func)}
         for name in names:
             head, _, last = name.rpartition(".")
