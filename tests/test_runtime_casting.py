@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections import namedtuple
+from collections import OrderedDict, defaultdict, namedtuple
 from collections.abc import Iterator
+from types import MappingProxyType
 from typing import Any
 from unittest import mock
 
@@ -117,13 +118,41 @@ def test_gradients_flow_to_bf16_parameters_through_cast_inputs() -> None:
 
 
 def test_cast_floating_keeps_mapping_types() -> None:
-    from collections import OrderedDict
-
     value = OrderedDict(a=torch.ones(1), b="text")
     cast = cast_floating(value, torch.bfloat16)
     assert (
         isinstance(cast, OrderedDict) and cast["a"].dtype == torch.bfloat16 and cast["b"] == "text"
     )
+
+
+class FieldsOutput(OrderedDict[str, Any]):
+    """Like a Hugging Face ModelOutput: fields set by keyword, None ones left out, attributes
+    mirroring the items; a dict given as the first positional argument is that field's value."""
+
+    def __init__(self, loss: Any = None, logits: Any = None) -> None:
+        super().__init__()
+        for key, value in (("loss", loss), ("logits", logits)):
+            if value is not None:
+                self[key] = value
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        super().__setitem__(key, value)
+        object.__setattr__(self, key, value)
+
+
+def test_cast_floating_keeps_output_classes_and_their_fields() -> None:
+    """Rebuilding a ModelOutput from a dict put the dict into its first field (`loss`) when the
+    model returned no loss; the cast output must hold the same fields, in the same type."""
+    logits = torch.randn(2, 3).to(torch.bfloat16)
+    cast = cast_floating(FieldsOutput(logits=logits), torch.float32)
+    assert isinstance(cast, FieldsOutput) and list(cast) == ["logits"]
+    assert cast.logits.dtype == torch.float32 and not hasattr(cast, "loss")
+    factory = defaultdict(list, a=logits)
+    cast_factory = cast_floating(factory, torch.float32)
+    assert cast_factory.default_factory is list and cast_factory["a"].dtype == torch.float32
+    assert factory["a"].dtype == torch.bfloat16  # the caller's mapping is left as it was
+    frozen = cast_floating(MappingProxyType({"a": logits}), torch.float32)
+    assert frozen["a"].dtype == torch.float32
 
 
 def test_the_hook_looks_at_one_tensor_per_forward_not_all_of_them() -> None:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import itertools
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any
 
 import torch
@@ -64,13 +65,16 @@ def cast_floating(value: Any, dtype: torch.dtype) -> Any:
         return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
     if isinstance(value, list):
         return [cast_floating(item, dtype) for item in value]
+    if isinstance(value, MutableMapping):
+        # A copy with the cast items set: keeps the type and what its constructor would not
+        # rebuild from a dict (a defaultdict's factory; a Hugging Face ModelOutput took a dict
+        # for its first field when that field was None).
+        rebuilt = copy.copy(value)
+        for key, item in value.items():
+            rebuilt[key] = cast_floating(item, dtype)
+        return rebuilt
     if isinstance(value, Mapping):
-        converted = {key: cast_floating(item, dtype) for key, item in value.items()}
-        try:
-            rebuilt: Any = type(value)
-            return rebuilt(converted)
-        except TypeError:  # a mapping type that cannot be built from a dict
-            return converted
+        return {key: cast_floating(item, dtype) for key, item in value.items()}
     return value
 
 
