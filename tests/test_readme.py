@@ -31,12 +31,15 @@ VERIFY_COMMAND = (
     "xlamigrate verify tests/fixtures/full-bf16/argparse_gated_flag.in.py --mode all -- --bf16"
 )
 NUMBER = re.compile(r"\d+(?:\.\d+)?")
+MODE = re.compile(r"\b(?:full-bf16|fp32-copy|autocast)\b")
 
 
 def _without_plot_and_numbers(lines: list[str]) -> list[str]:
     """Table, verdicts and notes with every number masked: the losses are bf16 arithmetic, whose
     last bits may differ on another CPU; which run passed, and why, may not."""
     kept = [line for line in lines if not re.match(r"^\s*[\d.]*\s+[|+]|^\s+step 1", line)]
+    # Which mode steps fastest (and, in a near tie, tracks closest) is measured, not fixed.
+    kept = [MODE.sub("M", line) if line.startswith("recommendation:") else line for line in kept]
     return [" ".join(NUMBER.sub("N", line).split()) for line in kept if line.strip()]
 
 

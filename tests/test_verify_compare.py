@@ -16,7 +16,9 @@ from xlamigrate.verify.compare import (
     EQUIVALENT,
     FAILED,
     RTOL,
+    TRAINS,
     compare,
+    reference_problem,
     relative_gaps,
     smooth,
 )
@@ -85,7 +87,7 @@ def test_matching_curves_and_promised_dtypes_are_equivalent() -> None:
     result = compare(ORIGINAL_RUN, run_result(), MODES["full-bf16"], legacy_on=True)
     assert result.verdict == EQUIVALENT
     assert [check.name for check in result.checks] == [
-        "runs", "steps", "flags", "dtypes", "losses"
+        "runs", "steps", "flags", "dtypes", "mechanism", "losses"
     ]  # fmt: skip
     assert all(check.passed for check in result.checks)
     assert result.max_gap is not None and result.max_gap < RTOL
@@ -162,11 +164,49 @@ def test_a_failed_run_fails_the_comparison_with_its_problem() -> None:
     crashed = run_result(problem="crashed (exit code 1)", returncode=1, losses=())
     result = compare(ORIGINAL_RUN, crashed, MODES["full-bf16"], True)
     assert (result.verdict, result.reason) == (FAILED, "the rewrite crashed (exit code 1)")
-    result = compare(
-        run_result(ORIGINAL, problem="did not finish", returncode=None), run_result(),
-        MODES["full-bf16"], True,
-    )  # fmt: skip
-    assert (result.verdict, result.reason) == (FAILED, "the original did not finish")
+
+
+# -- an original that is no reference -------------------------------------------------------------
+
+NAN_LOSSES = (math.nan,) * len(LEGACY_LOSSES)
+
+
+def test_an_original_that_did_not_finish_leaves_the_rewrite_judged_on_its_own() -> None:
+    timed_out = run_result(ORIGINAL, losses=(), problem="did not finish", returncode=None)
+    result = compare(timed_out, run_result(), MODES["full-bf16"], True)
+    assert result.verdict == TRAINS
+    assert result.reason.startswith(
+        "the original did not finish; judged on its own, the rewrite trains: its loss is finite"
+        " and falls from "
+    )
+
+
+def test_an_original_with_nan_losses_is_no_reference_and_a_finite_rewrite_trains() -> None:
+    """A T5-style mask (float32's minimum, -inf in bf16, times 0) gives NaN at every step under
+    the legacy flag; all three rewrites train. They were called "DIVERGENT at step 1"."""
+    diverged = run_result(ORIGINAL, NAN_LOSSES, FP32)
+    assert reference_problem(diverged) == "the original's loss is nan at step 1: it diverged"
+    result = compare(diverged, run_result(), MODES["full-bf16"], True)
+    assert result.verdict == TRAINS
+    assert [check.name for check in result.checks] == [
+        "runs", "steps", "flags", "dtypes", "mechanism", "losses"
+    ]  # fmt: skip
+
+
+def test_judged_on_its_own_a_rewrite_must_still_keep_its_promises_and_learn() -> None:
+    diverged = run_result(ORIGINAL, NAN_LOSSES, FP32)
+    cases = {
+        "nan too": (run_result(losses=NAN_LOSSES), "the rewrite's loss is nan at step 1 too"),
+        "flat": (run_result(losses=(2.0,) * 7), "the rewrite's loss does not fall: 2 over"),
+        "fp32": (run_result(dtypes=FP32), "parameters are torch.float32 (4); full-bf16 promises"),
+        "one step": (run_result(losses=(1.0,)), "the rewrite recorded 1 usable steps"),
+    }
+    for name, (rewrite, reason) in cases.items():
+        result = compare(diverged, rewrite, MODES["full-bf16"], True)
+        assert result.verdict == FAILED, name
+        assert result.reason.startswith(
+            f"the original's loss is nan at step 1: it diverged; {reason}"
+        )
 
 
 def test_a_rewrite_that_stops_early_fails() -> None:
@@ -182,6 +222,88 @@ def test_a_rewrite_that_still_sets_the_legacy_flag_fails() -> None:
     result = compare(ORIGINAL_RUN, kept, MODES["autocast"], True)
     assert result.verdict == FAILED
     assert result.reason.startswith("the rewrite still runs with XLA_USE_BF16=1")
+
+
+NEURON = {mode: MODES[mode].environment_on("neuron") for mode in MODES}
+UNDER_AUTOCAST = {"backwards": 7, "backwards_after_autocast_forward": 7, "backwards_in_autocast": 0}
+AUTOCAST_FLAGS = {"NEURON_CC_FLAGS": " --auto-cast=none"}
+
+
+def autocast_run(mechanism: dict[str, int], flags: dict[str, str] | None = None) -> RunResult:
+    return replace(
+        run_result("autocast", dtypes=FP32),
+        mechanism=mechanism,
+        flags=AUTOCAST_FLAGS if flags is None else flags,
+    )
+
+
+def test_an_autocast_rewrite_whose_forward_runs_outside_autocast_fails() -> None:
+    """The rewrite changed nothing (the flag came from a launcher): verify ran plain fp32 and
+    called it equivalent, the losses being close."""
+    idle = autocast_run({**UNDER_AUTOCAST, "backwards_after_autocast_forward": 0})
+    result = compare(ORIGINAL_RUN, idle, MODES["autocast"], True, environment=NEURON["autocast"])
+    assert result.verdict == FAILED
+    assert result.reason.startswith(
+        "the model's forward pass ran outside a torch.autocast('xla', bf16) region before 7 of 7"
+    )
+    assert [c.name for c in result.checks][-1] == "mechanism"
+
+
+def test_an_autocast_region_around_backward_fails() -> None:
+    around = autocast_run({**UNDER_AUTOCAST, "backwards_in_autocast": 7})
+    result = compare(ORIGINAL_RUN, around, MODES["autocast"], True, environment=NEURON["autocast"])
+    assert result.verdict == FAILED
+    assert "backward() ran inside the autocast region 7 of 7 times" in result.reason
+
+
+def test_autocast_without_auto_cast_none_fails_on_neuron_only() -> None:
+    for flags, expected in (
+        ({}, FAILED),
+        ({"NEURON_CC_FLAGS": "--auto-cast=none --auto-cast=all"}, FAILED),
+        (AUTOCAST_FLAGS, EQUIVALENT),
+    ):
+        run = autocast_run(UNDER_AUTOCAST, flags)
+        result = compare(ORIGINAL_RUN, run, MODES["autocast"], True, environment=NEURON["autocast"])
+        assert result.verdict == expected, (flags, result.reason)
+    tpu = MODES["autocast"].environment_on("tpu")
+    result = compare(
+        ORIGINAL_RUN, autocast_run(UNDER_AUTOCAST, {}), MODES["autocast"], True, environment=tpu
+    )
+    assert result.verdict == EQUIVALENT
+
+
+def test_full_bf16_without_stochastic_rounding_fails_on_neuron() -> None:
+    rewrite = run_result()
+    result = compare(
+        ORIGINAL_RUN, rewrite, MODES["full-bf16"], True, environment=NEURON["full-bf16"]
+    )
+    assert result.verdict == FAILED
+    assert result.reason.startswith("NEURON_RT_STOCHASTIC_ROUNDING_EN is unset in the rewrite")
+    rounding = replace(rewrite, flags={"NEURON_RT_STOCHASTIC_ROUNDING_EN": "1"})
+    passed = compare(
+        ORIGINAL_RUN, rounding, MODES["full-bf16"], True, environment=NEURON["full-bf16"]
+    )
+    assert passed.verdict == EQUIVALENT
+
+
+def test_fp32_copy_needs_a_master_for_every_parameter() -> None:
+    half = run_result(
+        "fp32-copy", dtypes={"params": {"torch.bfloat16": 4}, "masters": {"torch.float32": 2}}
+    )
+    result = compare(ORIGINAL_RUN, half, MODES["fp32-copy"], True)
+    assert result.verdict == FAILED
+    assert result.reason == (
+        "the optimizer holds 2 float32 master weights for 4 parameters;"
+        " fp32-copy keeps one for each"
+    )
+
+
+def test_an_autocast_region_where_the_original_had_no_flag_fails() -> None:
+    fp32 = replace(ORIGINAL_RUN, flags={})
+    active = autocast_run(UNDER_AUTOCAST)
+    result = compare(fp32, active, MODES["autocast"], False, environment=NEURON["autocast"])
+    assert result.verdict == FAILED
+    assert "the rewrite autocasts where the original did not" in result.reason
 
 
 def test_a_lost_loss_value_fails() -> None:
@@ -273,10 +395,38 @@ def test_text_report_has_the_table_the_verdicts_and_the_notes() -> None:
     text = render_text(report_of("full-bf16", "fp32-copy"))
     assert "original ran with XLA_USE_BF16=1" in text
     rows = {line.split()[0]: line for line in text.splitlines() if line.split()}
-    assert "reference" in rows["original"] and "float32" in rows["original"]
-    assert "equivalent" in rows["fp32-copy"] and "bfloat16" in rows["fp32-copy"]
+    assert "reference" in rows["original"] and " fp32 " in rows["original"]
+    assert "equivalent" in rows["fp32-copy"] and " bf16 " in rows["fp32-copy"]
     assert "full-bf16: EQUIVALENT: losses agree within 5.00% over 7 steps" in text
     assert "note: a note" in text
+
+
+def test_the_table_shows_memory_and_time_and_a_recommendation_follows() -> None:
+    measured = {
+        "full-bf16": ({"parameters": 10, "weights": 20, "grads": 20, "optimizer": 40}, 0.004),
+        "fp32-copy": ({"parameters": 10, "weights": 20, "grads": 20, "optimizer": 120}, 0.006),
+    }
+    report = report_of(*measured)
+    runs = {
+        label: replace(run, memory=measured[label][0], seconds_per_step=measured[label][1],
+                       peak_rss=900 * 2**20)
+        if label in measured else run
+        for label, run in report.runs.items()
+    }  # fmt: skip
+    report = replace(report, runs=runs)
+    text = render_text(report)
+    rows = {line.split()[0]: line.split() for line in text.splitlines() if line.split()}
+    assert rows["fp32-copy"][5:8] == ["2+2+12", "900", "6.0"]
+    assert rows["full-bf16"][5:8] == ["2+2+4", "900", "4.0"]
+    assert (
+        "recommendation: full-bf16 holds the least per parameter (8 B, against 16 B for"
+        " fp32-copy); full-bf16 steps fastest (4.0 ms on this CPU)"
+    ) in " ".join(text.split())
+    document = json.loads(render_json(report))
+    assert document["runs"]["fp32-copy"]["bytes_per_parameter"] == {
+        "weights": 2.0, "grads": 2.0, "optimizer": 12.0
+    }  # fmt: skip
+    assert document["recommendation"].startswith("full-bf16 holds the least per parameter")
 
 
 def test_json_report_round_trips_without_nan() -> None:

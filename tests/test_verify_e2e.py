@@ -87,9 +87,15 @@ def test_verify_finds_every_mode_of_a_runnable_fixture_equivalent(
     for comparison in document["comparisons"]:
         assert comparison["verdict"] == "equivalent", comparison
         assert [check["name"] for check in comparison["checks"]] == [
-            "runs", "steps", "flags", "dtypes", "losses"
+            "runs", "steps", "flags", "dtypes", "mechanism", "losses"
         ]  # fmt: skip
         assert comparison["max_gap"] < document["rtol"]
+    # the mechanism really was in place: autocast around every forward, never around backward
+    autocast = document["runs"]["autocast"]["mechanism"]
+    assert autocast["backwards"] > 0
+    assert autocast["backwards_after_autocast_forward"] == autocast["backwards"]
+    assert autocast["backwards_in_autocast"] == 0
+    assert document["runs"]["full-bf16"]["flags"]["NEURON_RT_STOCHASTIC_ROUNDING_EN"] == "1"
     assert "3 equivalent, 0 divergent, 0 failed" in verdict["stderr"]
 
 
@@ -209,6 +215,85 @@ def test_fp32_copy_without_master_weights_is_reported_failed(tmp_path: Path) -> 
     )
 
 
+AUTOCAST_REGION = 'torch.autocast(dtype=torch.bfloat16, device_type="xla")'
+BROKEN_MECHANISMS = {
+    # The region is gone: plain fp32, whose losses stay close to the legacy run's.
+    "autocast without its region": (
+        "autocast",
+        f"with {AUTOCAST_REGION}:",
+        "with contextlib.nullcontext():  # import contextlib below",
+        "the model's forward pass ran outside a torch.autocast('xla', bf16) region before 4 of 4",
+    ),
+    "autocast around backward": (
+        "autocast",
+        "        loss = loss_fn(model(inputs), targets)\n    optimizer.zero_grad()\n"
+        "    loss.backward()\n",
+        "        loss = loss_fn(model(inputs), targets)\n        optimizer.zero_grad()\n"
+        "        loss.backward()\n",
+        "backward() ran inside the autocast region 4 of 4 times",
+    ),
+    "autocast without --auto-cast=none": (
+        "autocast",
+        ' + " --auto-cast=none"',
+        "",
+        "NEURON_CC_FLAGS is '' in the rewrite; autocast needs --auto-cast=none there",
+    ),
+    "full-bf16 without stochastic rounding": (
+        "full-bf16",
+        'os.environ["NEURON_RT_STOCHASTIC_ROUNDING_EN"] = "1"',
+        "",
+        "NEURON_RT_STOCHASTIC_ROUNDING_EN is unset in the rewrite; full-bf16 sets it to 1",
+    ),
+    "full-bf16 still setting the legacy flag": (
+        "full-bf16",
+        'os.environ["NEURON_RT_STOCHASTIC_ROUNDING_EN"] = "1"',
+        'os.environ["NEURON_RT_STOCHASTIC_ROUNDING_EN"] = "1"\nos.environ["XLA_USE_BF16"] = "1"',
+        "the rewrite still runs with XLA_USE_BF16=1",
+    ),
+}
+
+
+@pytest.mark.parametrize("broken_case", BROKEN_MECHANISMS)
+def test_a_rewrite_without_its_mechanism_fails_even_where_its_losses_match(
+    tmp_path: Path, broken_case: str
+) -> None:
+    """An "autocast" rewrite that changed nothing ran in plain fp32 and was called equivalent:
+    the verdict checks that the mode's mechanism was really active, not only the losses."""
+    mode, old, new, reason = BROKEN_MECHANISMS[broken_case]
+    original = copy_fixture(tmp_path, "full-bf16", "flag_at_top_float_mlp", ".in.py", "train.py")
+    rewrite = broken(tmp_path, mode, "flag_at_top_float_mlp", old, new)
+    if "contextlib" in new:
+        rewrite.write_text("import contextlib\n" + rewrite.read_text())
+    options = ("--rewritten", str(rewrite), "-m", mode, "--steps", "4")
+    code, document, _ = verify_json(original, *options)
+    assert code == 1
+    (comparison,) = document["comparisons"]
+    assert comparison["verdict"] == "failed"
+    assert comparison["reason"].startswith(reason), comparison["reason"]
+    if broken_case == "full-bf16 without stochastic rounding":  # TPU has no such variable
+        code, document, _ = verify_json(original, *options, "--target", "tpu")
+        assert code == 0, json.dumps(document, indent=1)
+
+
+# -- an original that is no reference --------------------------------------------------------
+
+
+def test_an_original_with_nan_losses_is_named_diverged_and_the_rewrites_judged_alone(
+    tmp_path: Path,
+) -> None:
+    """Under XLA_USE_BF16 float32's minimum becomes -inf and the mask's 0 * -inf NaN: the
+    legacy run is NaN from step 1. Each rewrite was called "DIVERGENT at step 1: x vs nan"."""
+    original = copy_fixture(tmp_path, "full-bf16", "masked_pool_nan_original", ".in.py", "t.py")
+    code, document, stderr = verify_json(original, "--mode", "all", "--steps", "6")
+    assert code == 0, json.dumps(document, indent=1)
+    assert document["reference_problem"] == "the original's loss is nan at step 1: it diverged"
+    assert document["runs"]["original"]["losses"] == ["nan"] * 6
+    assert [c["verdict"] for c in document["comparisons"]] == ["trains"] * 3
+    for comparison in document["comparisons"]:
+        assert "judged on its own, the rewrite trains" in comparison["reason"]
+    assert "0 equivalent, 3 trains, 0 divergent, 0 failed" in stderr
+
+
 # -- where the flag comes from ----------------------------------------------------------------
 
 
@@ -256,8 +341,12 @@ def test_text_output_and_plot_of_a_passing_verify(tmp_path: Path) -> None:
     lines = result.stdout.splitlines()
     assert lines[0] == "xlamigrate verify t.py: original ran with XLA_USE_BF16=1"
     rows = {line.split()[0]: line.split() for line in lines if line.split()}
-    assert rows["original"][1:3] == ["│", "0"] and "reference" in rows["original"]
-    assert "float32" in rows["autocast"] and "equivalent" in rows["autocast"]
+    assert rows["original"][1] == "6" and rows["original"][-1] == "reference"
+    # weights+grads+optimizer bytes per parameter (plain SGD keeps no state): the legacy run's
+    # "float32" weights and gradients are stored in bf16, autocast's in fp32
+    assert rows["original"][3] == "fp32" and rows["original"][5] == "2+2+0"
+    assert rows["autocast"][3:6] == ["fp32", "-", "4+4+0"]
+    assert rows["autocast"][-1] == "equivalent"
     assert "loss per optimizer step: O original  A autocast  * overlap" in result.stdout
     assert "autocast: EQUIVALENT: losses agree within 5.00% over 6 steps" in result.stdout
     assert chart.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")

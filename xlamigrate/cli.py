@@ -397,6 +397,13 @@ def verify(
         Path | None,
         typer.Option(help="Verify this rewrite (made or edited by hand) instead of making one."),
     ] = None,
+    target: Annotated[
+        Target | None,
+        typer.Option(
+            help="The platform the rewrite is for; its environment (NEURON_* variables) is"
+            " checked (default: [tool.xlamigrate] target, else neuron)."
+        ),
+    ] = None,
     plot: Annotated[
         Path | None, typer.Option(help="Write a PNG chart of the curves (needs matplotlib).")
     ] = None,
@@ -440,6 +447,7 @@ def verify(
         jobs=jobs,
         rewritten=rewritten,
         unsafe_fixes=unsafe_fixes,
+        target=target.value if target is not None else settings.target or "neuron",
     )
     progress = lambda message: typer.echo(f"xlamigrate: {message}", err=True)  # noqa: E731
     try:
@@ -458,7 +466,8 @@ def verify(
         write_plot(report, plot)
         typer.echo(f"xlamigrate: wrote {plot}", err=True)
     verdicts = [comparison.verdict for comparison in report.comparisons]
-    counts = ", ".join(f"{verdicts.count(v)} {v}" for v in ("equivalent", "divergent", "failed"))
+    shown = ("equivalent", *(("trains",) if "trains" in verdicts else ()), "divergent", "failed")
+    counts = ", ".join(f"{verdicts.count(v)} {v}" for v in shown)
     typer.echo(f"xlamigrate: verify: {counts}", err=True)
     raise typer.Exit(EXIT_CLEAN if report.equivalent else EXIT_FINDINGS)
 

@@ -7,10 +7,15 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from xlamigrate.recipes import Recipe
+from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING
+from xlamigrate.recipes import EnvironmentEdits, Recipe
 from xlamigrate.verify.runs import RunResult, legacy_flags_on
 
 EQUIVALENT, DIVERGENT, FAILED = "equivalent", "divergent", "failed"
+# The original is no reference (it crashed, or its loss went NaN or infinite): the rewrite ran
+# with its mechanism in place and its finite loss falls.
+TRAINS = "trains"
+PASSING = (EQUIVALENT, TRAINS)
 FP32 = "torch.float32"
 
 # Losses are compared as trailing means over this many steps: one batch's loss swings with its
@@ -75,17 +80,22 @@ def compare(
     legacy_on: bool,
     rtol: float = RTOL,
     window: int = WINDOW,
+    environment: EnvironmentEdits | None = None,
 ) -> Comparison:
+    """`environment`: the recipe's environment edits the rewrite was planned with (Neuron's,
+    for xlamigrate's own rewrites), checked in the rewrite's process; None checks none."""
     checks: list[Check] = []
 
     def failed(name: str, detail: str, gaps: Sequence[float] = ()) -> Comparison:
         checks.append(Check(name, False, detail))
         return Comparison(mode.name, FAILED, detail, tuple(checks), tuple(gaps))
 
-    if not original.ok:
-        return failed("runs", f"the original {original.problem}")
-    if not rewritten.ok:
-        return failed("runs", f"the rewrite {rewritten.problem}")
+    reference = reference_problem(original)
+    if not rewritten.ok:  # where both failed, the original's failure explains the rewrite's
+        failure = f"the original {original.problem}" if not original.ok else None
+        return failed("runs", failure or f"the rewrite {rewritten.problem}")
+    if reference is not None:
+        return _on_its_own(rewritten, mode, legacy_on, environment, reference)
     checks.append(Check("runs", True, "both runs finished their steps"))
 
     steps = len(original.losses)
@@ -101,20 +111,9 @@ def compare(
         return failed("steps", f"the {' and '.join(unread)} lost the value of some steps' loss")
     checks.append(Check("steps", True, f"{steps} optimizer steps each"))
 
-    still_on = legacy_flags_on(rewritten.flags)
-    if still_on:
-        return failed(
-            "flags",
-            f"the rewrite still runs with {', '.join(still_on)}: the legacy write is not "
-            "migrated (see the findings left for manual work)",
-        )
-    checks.append(Check("flags", True, "no legacy flag on in the rewrite"))
-
-    dtype_problem = _dtype_problem(rewritten, mode, legacy_on)
-    if dtype_problem:
-        return failed("dtypes", dtype_problem)
-    expected = mode.param_dtype if legacy_on else FP32
-    checks.append(Check("dtypes", True, f"parameters are {expected}"))
+    problem = _promise_checks(rewritten, mode, legacy_on, environment, checks)
+    if problem is not None:
+        return failed(*problem)
 
     before = [loss for loss in original.losses[:steps] if loss is not None]
     after = [loss for loss in rewritten.losses[:steps] if loss is not None]
@@ -137,6 +136,93 @@ def compare(
     return Comparison(mode.name, EQUIVALENT, detail, tuple(checks), tuple(gaps))
 
 
+def reference_problem(original: RunResult) -> str | None:
+    """Why the original cannot be the reference the rewrites are compared with, or None."""
+    if not original.ok:
+        return f"the original {original.problem}"
+    for index, loss in enumerate(original.losses):
+        if loss is not None and not math.isfinite(loss):
+            return f"the original's loss is {loss} at step {index + 1}: it diverged"
+    return None
+
+
+def _promise_checks(
+    rewritten: RunResult,
+    mode: Recipe,
+    legacy_on: bool,
+    environment: EnvironmentEdits | None,
+    checks: list[Check],
+) -> tuple[str, str] | None:
+    """The rewrite's own promises, whatever the original did: no legacy flag, the mode's
+    dtypes, its mechanism. Passed checks go into `checks`; the first failure is returned."""
+    still_on = legacy_flags_on(rewritten.flags)
+    if still_on:
+        return (
+            "flags",
+            f"the rewrite still runs with {', '.join(still_on)}: the legacy write is not "
+            "migrated (see the findings left for manual work)",
+        )
+    checks.append(Check("flags", True, "no legacy flag on in the rewrite"))
+    dtype_problem = _dtype_problem(rewritten, mode, legacy_on)
+    if dtype_problem:
+        return "dtypes", dtype_problem
+    expected = mode.param_dtype if legacy_on else FP32
+    checks.append(Check("dtypes", True, f"parameters are {expected}"))
+    mechanism_problem = _mechanism_problem(rewritten, mode, legacy_on, environment)
+    if mechanism_problem:
+        return "mechanism", mechanism_problem
+    checks.append(Check("mechanism", True, _mechanism_summary(mode, legacy_on, environment)))
+    return None
+
+
+def _on_its_own(
+    rewritten: RunResult,
+    mode: Recipe,
+    legacy_on: bool,
+    environment: EnvironmentEdits | None,
+    reference: str,
+) -> Comparison:
+    """The verdict where the original is no reference: the rewrite keeps its promises, and its
+    loss is finite at every step and falls (the mean of its second half below its first's)."""
+    checks = [Check("runs", True, f"the rewrite ran; {reference}, so it is no reference")]
+
+    def failed(name: str, detail: str) -> Comparison:
+        checks.append(Check(name, False, detail))
+        return Comparison(mode.name, FAILED, f"{reference}; {detail}", tuple(checks))
+
+    losses = rewritten.losses
+    if len(losses) < 2 or any(loss is None for loss in losses):
+        return failed("steps", f"the rewrite recorded {len(losses)} usable steps; judged on its "
+                      "own it needs at least 2, each with its loss")  # fmt: skip
+    checks.append(Check("steps", True, f"{len(losses)} optimizer steps"))
+    problem = _promise_checks(rewritten, mode, legacy_on, environment, checks)
+    if problem is not None:
+        return failed(*problem)
+    values = [loss for loss in losses if loss is not None]
+    bad = next((index for index, loss in enumerate(values) if not math.isfinite(loss)), None)
+    if bad is not None:
+        return failed("losses", f"the rewrite's loss is {values[bad]} at step {bad + 1} too")
+    half = len(values) // 2  # halves, not single steps: one batch's loss swings with its data
+    early, late = _mean(values[: len(values) - half]), _mean(values[-half:])
+    if not late < early:
+        return failed(
+            "losses",
+            f"the rewrite's loss does not fall: {late:.6g} over its last {half} steps, "
+            f"{early:.6g} over its first {len(values) - half}",
+        )
+    detail = (
+        f"{reference}; judged on its own, the rewrite trains: its loss is finite and falls "
+        f"from {early:.6g} (mean of its first {len(values) - half} steps) to {late:.6g} "
+        f"(mean of its last {half})"
+    )
+    checks.append(Check("losses", True, detail))
+    return Comparison(mode.name, TRAINS, detail, tuple(checks))
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values)
+
+
 def _dtype_problem(rewritten: RunResult, mode: Recipe, legacy_on: bool) -> str | None:
     params = dict(rewritten.dtypes.get("params", {}))
     if not legacy_on:
@@ -152,7 +238,83 @@ def _dtype_problem(rewritten: RunResult, mode: Recipe, legacy_on: bool) -> str |
     if mode.fp32_masters and set(masters) != {FP32}:
         held = f"master weights in {_dtypes(masters)}" if masters else "no master weights"
         return f"the optimizer holds {held}; {mode.name} keeps float32 master weights"
+    if mode.fp32_masters and sum(masters.values()) < sum(params.values()):
+        return (
+            f"the optimizer holds {sum(masters.values())} float32 master weights for "
+            f"{sum(params.values())} parameters; {mode.name} keeps one for each"
+        )
     return None
+
+
+def _mechanism_problem(
+    rewritten: RunResult, mode: Recipe, legacy_on: bool, environment: EnvironmentEdits | None
+) -> str | None:
+    """What of the mode's mechanism the rewrite's run lacks, beyond the dtypes: an autocast
+    region around each forward pass and not around backward(), the Neuron variables."""
+    seen = rewritten.mechanism
+    backwards = seen.get("backwards", 0)
+    under = seen.get("backwards_after_autocast_forward", 0)
+    inside = seen.get("backwards_in_autocast", 0)
+    if not legacy_on:
+        if under or inside:
+            return (
+                "an XLA bf16 autocast region was active, but the original trained in float32 "
+                "(no legacy flag was on): the rewrite autocasts where the original did not"
+            )
+        return None
+    if mode.autocast_forward and seen:
+        if under < backwards:
+            return (
+                f"the model's forward pass ran outside a torch.autocast('xla', bf16) region "
+                f"before {backwards - under} of {backwards} backward passes: autocast is not "
+                "active, so the rewrite trains in float32"
+            )
+        if inside:
+            return (
+                f"backward() ran inside the autocast region {inside} of {backwards} times: the "
+                "region belongs around the forward pass and the loss only"
+            )
+    if environment is not None:
+        flags = rewritten.flags
+        if environment.rounding_on and flags.get(STOCHASTIC_ROUNDING) != "1":
+            return (
+                f"{STOCHASTIC_ROUNDING} is {_shown(flags.get(STOCHASTIC_ROUNDING))} in the "
+                f"rewrite; {mode.name} sets it to 1 on Neuron (the legacy flag implied it)"
+            )
+        if environment.auto_cast_none and _auto_cast(flags.get(NEURON_CC_FLAGS)) != "none":
+            return (
+                f"{NEURON_CC_FLAGS} is {_shown(flags.get(NEURON_CC_FLAGS))} in the rewrite; "
+                f"{mode.name} needs --auto-cast=none there on Neuron (the last --auto-cast wins)"
+            )
+    return None
+
+
+def _mechanism_summary(mode: Recipe, legacy_on: bool, environment: EnvironmentEdits | None) -> str:
+    if not legacy_on:
+        return "no autocast region, as in the float32 original"
+    parts = []
+    if mode.autocast_forward:
+        parts.append("every forward pass under torch.autocast('xla', bf16), backward outside")
+    if mode.fp32_masters:
+        parts.append("float32 master weights")
+    if environment is not None and environment.rounding_on:
+        parts.append(f"{STOCHASTIC_ROUNDING}=1")
+    if environment is not None and environment.auto_cast_none:
+        parts.append("--auto-cast=none")
+    return "; ".join(parts) or f"parameters in {mode.param_dtype}"
+
+
+def _auto_cast(flags: str | None) -> str | None:
+    """The value of the last --auto-cast in NEURON_CC_FLAGS (the one neuronx-cc keeps)."""
+    value = None
+    for word in (flags or "").split():
+        if word.startswith("--auto-cast="):
+            value = word.split("=", 1)[1]
+    return value
+
+
+def _shown(value: str | None) -> str:
+    return "unset" if value is None else repr(value)
 
 
 def _dtypes(counts: dict[str, int]) -> str:

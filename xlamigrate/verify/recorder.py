@@ -18,8 +18,12 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import itertools
 import json
 import os
+import re
+import resource
+import statistics
 import sys
 import time
 from collections import Counter
@@ -29,7 +33,18 @@ from typing import Any
 
 RECORD_DIR = "XLAMIGRATE_VERIFY_RECORD"
 STEP_LIMIT = "XLAMIGRATE_VERIFY_STEPS"
-WATCHED_FLAGS = ("XLA_USE_BF16", "XLA_DOWNCAST_BF16", "PJRT_DEVICE")
+# Bytes per element of the element types XLA reports for a tensor's storage (under the legacy
+# flag an fp32 tensor is stored as bf16: its `.dtype` says float32, its XLA shape bf16).
+XLA_ELEMENT_BYTES = {"pred": 1, "s8": 1, "u8": 1, "bf16": 2, "f16": 2, "s16": 2, "f32": 4,
+                     "s32": 4, "f64": 8, "s64": 8}  # fmt: skip
+WARM_UP_STEPS = 2  # compilation happens in these: not counted in the time per step
+WATCHED_FLAGS = (
+    "XLA_USE_BF16",
+    "XLA_DOWNCAST_BF16",
+    "PJRT_DEVICE",
+    "NEURON_RT_STOCHASTIC_ROUNDING_EN",
+    "NEURON_CC_FLAGS",
+)
 
 
 class Recorder:
@@ -47,9 +62,35 @@ class Recorder:
         self.flags: dict[str, str | None] = {}
         self.exit_registered = False
         self.finished = False
+        self.step_ends: list[float] = []  # monotonic time at the end of each step
+        self.memory: dict[str, int] = {}  # bytes at the first step, and the parameter count
+        # The mechanism of autocast, seen from outside: whether an XLA bf16 autocast region
+        # was active when the model's forward began (the outermost call of a module holding
+        # parameters), and whether one was active around backward().
+        self.module_depth = 0
+        self.forwards_since_backward: list[bool] = []  # autocast on, per model forward
+        self.mechanism = {
+            "backwards": 0,
+            "backwards_after_autocast_forward": 0,
+            "backwards_in_autocast": 0,
+        }
 
-    def on_backward(self, tensors: Any) -> None:
+    def on_forward_start(self, module: Any, autocast_on: bool) -> None:
+        self.module_depth += 1
+        if self.module_depth == 1 and next(iter(module.parameters()), None) is not None:
+            self.forwards_since_backward.append(autocast_on)
+
+    def on_forward_end(self) -> None:
+        self.module_depth = max(0, self.module_depth - 1)
+
+    def on_backward(self, tensors: Any, autocast_on: bool = False) -> None:
         self._register_exit()
+        forwards, self.forwards_since_backward = self.forwards_since_backward, []
+        self.mechanism["backwards"] += 1
+        if forwards and all(forwards):
+            self.mechanism["backwards_after_autocast_forward"] += 1
+        if autocast_on:
+            self.mechanism["backwards_in_autocast"] += 1
         tensor = tensors[0] if isinstance(tensors, Sequence) and len(tensors) == 1 else tensors
         if getattr(tensor, "is_floating_point", None) and tensor.numel() == 1:
             # Kept on the device, read when the run ends: reading it now would cut the graph.
@@ -65,8 +106,10 @@ class Recorder:
             return
         self.steps.append(self.pending)
         self.pending = []
+        self.step_ends.append(time.monotonic())
         if len(self.steps) == 1:
             self._note_types(optimizer)
+            self._note_memory(optimizer)
         if self.limit and len(self.steps) >= self.limit:
             self.finish(stopped=True)
             sys.stdout.flush()
@@ -99,6 +142,34 @@ class Recorder:
         self.dtypes["state"] = _dtype_counts(state)
         self.dtypes["masters"] = _dtype_counts(masters)
 
+    def _note_memory(self, optimizer: Any) -> None:
+        """Bytes held by the weights, their gradients and the optimizer (its state and any fp32
+        masters a wrapper keeps), as stored on the device, after the first step."""
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        ids = {id(p) for p in params}
+        held: list[Any] = []
+        current, seen = optimizer, set()
+        while current is not None and id(current) not in seen:  # a wrapper's inner optimizers
+            seen.add(id(current))
+            for values in current.state.values():  # (not the scalar step counters)
+                held.extend(v for k, v in values.items() if k != "step" and _is_tensor(v))
+            held.extend(p for group in current.param_groups for p in group["params"])
+            inner = getattr(current, "optimizer", None)
+            current = inner if hasattr(inner, "state") else None
+        unique = {id(t): t for t in held if id(t) not in ids}
+        self.memory = {
+            "parameters": sum(p.numel() for p in params),
+            "weights": sum(_stored_bytes(p) for p in params),
+            "grads": sum(_stored_bytes(p.grad) for p in params if p.grad is not None),
+            "optimizer": sum(_stored_bytes(t) for t in unique.values()),
+        }
+
+    def _seconds_per_step(self) -> float | None:
+        """The median time between step ends after the warm-up steps (XLA compiles there)."""
+        times = self.step_ends[WARM_UP_STEPS:]
+        gaps = [after - before for before, after in itertools.pairwise(times)]
+        return statistics.median(gaps) if gaps else None
+
     def finish(self, stopped: bool) -> None:
         if self.finished or not self.steps:
             return
@@ -113,12 +184,35 @@ class Recorder:
             "dtypes": self.dtypes,
             "devices": self.devices,
             "flags": self.flags,
+            "mechanism": self.mechanism,
+            "memory": self.memory,
+            "seconds_per_step": self._seconds_per_step(),
+            "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
             "seconds": time.monotonic() - self.started,
         }
         path = os.path.join(self.folder, f"record-{os.getpid()}.json")
         with open(path + ".part", "w", encoding="utf-8") as stream:
             json.dump(record, stream)
         os.replace(path + ".part", path)
+
+
+def _is_tensor(value: Any) -> bool:
+    return callable(getattr(value, "numel", None)) and callable(
+        getattr(value, "element_size", None)
+    )
+
+
+def _stored_bytes(tensor: Any) -> int:
+    """The bytes a tensor takes where it is stored: on XLA, from the element type of its XLA
+    shape (what the device holds), else from its dtype."""
+    if getattr(tensor.device, "type", None) == "xla":
+        torch_xla = sys.modules.get("torch_xla")
+        with contextlib.suppress(Exception):
+            info = torch_xla._XLAC._get_xla_tensor_debug_info(tensor)  # type: ignore[union-attr]
+            found = re.search(r"XLA Shape: (\w+)\[", info)
+            if found and found.group(1) in XLA_ELEMENT_BYTES:
+                return int(tensor.numel()) * XLA_ELEMENT_BYTES[found.group(1)]
+    return int(tensor.numel()) * int(tensor.element_size())
 
 
 def _dtype_counts(tensors: list[Any]) -> dict[str, int]:
@@ -150,11 +244,27 @@ def install(torch: ModuleType, recorder: Recorder) -> None:
     """Wraps `torch.autograd.backward` (which `Tensor.backward` calls) and hooks every step."""
     original_backward = torch.autograd.backward
 
+    def xla_bf16_autocast() -> bool:
+        try:
+            return bool(
+                torch.is_autocast_enabled("xla")
+                and torch.get_autocast_dtype("xla") == torch.bfloat16
+            )
+        except Exception:  # a torch without per-device autocast queries
+            return False
+
     def backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
-        recorder.on_backward(tensors)
+        recorder.on_backward(tensors, xla_bf16_autocast())
         return original_backward(tensors, *args, **kwargs)
 
     torch.autograd.backward = backward
+    modules = importlib.import_module("torch.nn.modules.module")
+    modules.register_module_forward_pre_hook(
+        lambda module, args: recorder.on_forward_start(module, xla_bf16_autocast())
+    )
+    modules.register_module_forward_hook(
+        lambda module, args, output: recorder.on_forward_end(), always_call=True
+    )
     optimizer_module = importlib.import_module("torch.optim.optimizer")
     optimizer_module.register_optimizer_step_pre_hook(lambda opt, a, k: recorder.before_step())
     optimizer_module.register_optimizer_step_post_hook(lambda opt, a, k: recorder.after_step(opt))

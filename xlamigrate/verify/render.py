@@ -9,21 +9,26 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from xlamigrate.recipes import RECIPES
-from xlamigrate.verify.compare import EQUIVALENT, Comparison
+from xlamigrate.verify.compare import PASSING, Comparison, reference_problem
 from xlamigrate.verify.runs import RunResult
 from xlamigrate.verify.verifier import ORIGINAL, VerifyReport
 
 MARKERS = {ORIGINAL: "O", **{name: recipe.marker for name, recipe in RECIPES.items()}}
 OVERLAP = "*"
 PLOT_WIDTH, PLOT_HEIGHT = 60, 10
-COLUMNS = ("run", "exit", "steps", "first loss", "last loss", "params", "masters", "max gap",
-           "verdict")  # fmt: skip
+# B/param: weights+gradients+optimizer bytes per parameter at the first step, as stored;
+# RSS MB: the process's peak resident memory; ms/step: the median step after the warm-up.
+# (A run's exit code is in its verdict's reason: "crashed (exit code 1)".)
+COLUMNS = ("run", "steps", "last loss", "params", "masters", "B/param", "RSS MB", "ms/step",
+           "max gap", "verdict")  # fmt: skip
+MEMORY_PARTS = ("weights", "grads", "optimizer")
 PLAIN: dict[str, Any] = {"markup": False, "highlight": False, "soft_wrap": True}  # text as is
-NUMERIC = frozenset({"first loss", "last loss", "max gap"})
+NUMERIC = frozenset({"last loss", "B/param", "RSS MB", "ms/step", "max gap"})
 
 
 def render_text(report: VerifyReport, color: bool = False, width: int | None = 100) -> str:
     """Plain text unless `color`; `width` None follows the terminal."""
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
@@ -31,7 +36,7 @@ def render_text(report: VerifyReport, color: bool = False, width: int | None = 1
     with console.capture() as captured:
         legacy = ", ".join(report.legacy_on) or "no legacy flag on"
         console.print(f"xlamigrate verify {report.script}: original ran with {legacy}", **PLAIN)
-        table = Table(show_edge=False, pad_edge=False)
+        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
         for column in COLUMNS:
             table.add_column(column, justify="right" if column in NUMERIC else "left")
         verdicts = {comparison.mode: comparison for comparison in report.comparisons}
@@ -42,6 +47,8 @@ def render_text(report: VerifyReport, color: bool = False, width: int | None = 1
         for line in loss_plot(_curves(report.runs)):
             console.print(line, **PLAIN)
         console.print()
+        if report.reference_problem is not None:
+            console.print(f"original: NO REFERENCE: {report.reference_problem}", **PLAIN)
         for comparison in report.comparisons:
             console.print(f"{comparison.mode}: {comparison.verdict.upper()}: ", end="", **PLAIN)
             console.print(comparison.reason, **PLAIN)
@@ -53,6 +60,9 @@ def render_text(report: VerifyReport, color: bool = False, width: int | None = 1
             console.print(
                 f"original's stderr:\n{_indent(original.stderr_tail)}", style="dim", **PLAIN
             )
+        advice = recommendation(report)
+        if advice:
+            console.print(f"recommendation: {advice}", **PLAIN)
         for note in report.notes:
             console.print(f"note: {note}", **PLAIN)
     return captured.get()
@@ -60,33 +70,87 @@ def render_text(report: VerifyReport, color: bool = False, width: int | None = 1
 
 def _row(label: str, run: RunResult, comparison: Comparison | None) -> list[str]:
     losses = [loss for loss in run.losses if loss is not None]
-    exit_code = "timeout" if run.returncode is None else str(run.returncode)
     params = ", ".join(_short(dtype) for dtype in run.dtypes.get("params", {})) or "-"
     masters = ", ".join(_short(dtype) for dtype in run.dtypes.get("masters", {})) or "-"
     gap = comparison.max_gap if comparison is not None else None
-    reference = "reference" if run.ok else "failed"
-    verdict = comparison.verdict if comparison is not None else reference
+    verdict = comparison.verdict if comparison is not None else _original_verdict(run)
     return [
         label,
-        exit_code,
         f"{len(run.losses)}{'' if run.stopped_at_limit or not run.losses else ' (end)'}",
-        f"{losses[0]:.6g}" if losses else "-",
         f"{losses[-1]:.6g}" if losses else "-",
         params,
         masters,
+        _bytes_per_parameter(run),
+        "-" if run.peak_rss is None else f"{run.peak_rss / 2**20:.0f}",
+        "-" if run.seconds_per_step is None else f"{run.seconds_per_step * 1e3:.1f}",
         "-" if gap is None else f"{gap:.2%}",
         verdict,
     ]
 
 
+def _bytes_per_parameter(run: RunResult) -> str:
+    """Weights + gradients + optimizer, bytes per parameter as stored: "2+2+8"."""
+    parts = [run.bytes_per_parameter(part) for part in MEMORY_PARTS]
+    if any(part is None for part in parts):
+        return "-"
+    return "+".join(f"{part:.3g}" for part in parts if part is not None)
+
+
+def recommendation(report: VerifyReport) -> str | None:
+    """One line from the measurements: which passing mode tracks the original closest, which
+    holds the fewest bytes per parameter, which steps fastest."""
+    passing = [c for c in report.comparisons if c.verdict in PASSING]
+    if not passing:
+        return "none of the rewrites passed; see the reasons above" if report.comparisons else None
+    parts = []
+    gaps = [c for c in passing if c.max_gap is not None]
+    if len(gaps) > 1:
+        best = min(gaps, key=lambda c: c.max_gap or 0.0)
+        if sum(c.max_gap == best.max_gap for c in gaps) == 1:  # no claim in a tie
+            parts.append(f"{best.mode} tracks the original closest (max gap {best.max_gap:.2%})")
+    held = {c.mode: _total_bytes(report.runs[c.mode]) for c in passing}
+    sized = {mode: size for mode, size in held.items() if size is not None}
+    if len(sized) > 1:
+        lean = min(sized, key=sized.__getitem__)
+        most = max(sized, key=sized.__getitem__)
+        if list(sized.values()).count(sized[lean]) == 1:  # no claim in a tie
+            parts.append(
+                f"{lean} holds the least per parameter ({sized[lean]:.3g} B, against "
+                f"{sized[most]:.3g} B for {most})"
+            )
+    timed = {c.mode: report.runs[c.mode].seconds_per_step for c in passing}
+    steps = {mode: s for mode, s in timed.items() if s is not None}
+    if len(steps) > 1:
+        fast = min(steps, key=steps.__getitem__)
+        parts.append(f"{fast} steps fastest ({steps[fast] * 1e3:.1f} ms on this CPU)")
+    if len(passing) == 1:
+        return f"{passing[0].mode} is the one rewrite that passed"
+    return "; ".join(parts) or None
+
+
+def _total_bytes(run: RunResult) -> float | None:
+    parts = [run.bytes_per_parameter(part) for part in MEMORY_PARTS]
+    return None if any(p is None for p in parts) else sum(p for p in parts if p is not None)
+
+
+def _original_verdict(run: RunResult) -> str:
+    if not run.ok:
+        return "failed"
+    return "reference" if reference_problem(run) is None else "diverged"
+
+
 def _style(comparison: Comparison | None) -> str:
     if comparison is None:
         return ""
-    return "green" if comparison.verdict == EQUIVALENT else "red"
+    return "green" if comparison.verdict in PASSING else "red"
+
+
+SHORT_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float64": "fp64"}
 
 
 def _short(dtype: str) -> str:
-    return dtype.removeprefix("torch.")
+    name = dtype.removeprefix("torch.")
+    return SHORT_DTYPES.get(name, name)
 
 
 def _indent(text: str) -> str:
@@ -140,8 +204,10 @@ def render_json(report: VerifyReport) -> str:
         "rtol": options.rtol,
         "window": options.window,
         "legacy_flags": list(report.legacy_on),
+        "reference_problem": report.reference_problem,
         "runs": {label: _run_json(run) for label, run in report.runs.items()},
         "comparisons": [_comparison_json(comparison) for comparison in report.comparisons],
+        "recommendation": recommendation(report),
         "notes": list(report.notes),
     }
     return json.dumps(document, indent=2, allow_nan=False) + "\n"
@@ -158,6 +224,11 @@ def _run_json(run: RunResult) -> dict[str, Any]:
         "dtypes": run.dtypes,
         "devices": run.devices,
         "flags": run.flags,
+        "mechanism": run.mechanism,
+        "memory": run.memory,
+        "bytes_per_parameter": {part: run.bytes_per_parameter(part) for part in MEMORY_PARTS},
+        "seconds_per_step": run.seconds_per_step,
+        "peak_rss": run.peak_rss,
         "seconds": round(run.seconds, 3),
         "stderr_tail": run.stderr_tail if not run.ok else "",
     }

@@ -45,6 +45,14 @@ class RunResult:
     dtypes: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     devices: Mapping[str, int] = field(default_factory=dict)
     flags: Mapping[str, str | None] = field(default_factory=dict)
+    # backward passes, those whose model forward ran in an XLA bf16 autocast region, and those
+    # that ran inside one (recorder.Recorder.mechanism)
+    mechanism: Mapping[str, int] = field(default_factory=dict)
+    # bytes of weights, gradients and optimizer (state and masters) at the first step, as
+    # stored on the device, and the parameter count (recorder.Recorder._note_memory)
+    memory: Mapping[str, int] = field(default_factory=dict)
+    seconds_per_step: float | None = None  # median after the warm-up steps
+    peak_rss: int | None = None  # bytes: the process's resident-set high-water mark
     seconds: float = 0.0
     stderr_tail: str = ""
     problem: str | None = None  # why the run does not count, in a sentence
@@ -52,6 +60,12 @@ class RunResult:
     @property
     def ok(self) -> bool:
         return self.problem is None
+
+    def bytes_per_parameter(self, part: str) -> float | None:
+        """Bytes per parameter that `part` ("weights", "grads", "optimizer") held at the first
+        step; None where nothing was measured."""
+        count = self.memory.get("parameters")
+        return self.memory[part] / count if count and part in self.memory else None
 
 
 def install_shim(folder: Path) -> Path:
@@ -126,6 +140,10 @@ def run(spec: RunSpec) -> RunResult:
             dtypes=record["dtypes"],
             devices=record["devices"],
             flags=record["flags"],
+            mechanism=record.get("mechanism", {}),
+            memory=record.get("memory", {}),
+            seconds_per_step=record.get("seconds_per_step"),
+            peak_rss=record.get("peak_rss"),
             seconds=seconds,
             stderr_tail=tail,
         )

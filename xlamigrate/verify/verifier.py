@@ -13,7 +13,16 @@ from pathlib import Path
 
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.model import Finding
-from xlamigrate.verify.compare import EQUIVALENT, RTOL, WINDOW, Comparison, compare
+from xlamigrate.recipes import EnvironmentEdits
+from xlamigrate.request import STANDALONE, RewriteRequest
+from xlamigrate.verify.compare import (
+    PASSING,
+    RTOL,
+    WINDOW,
+    Comparison,
+    compare,
+    reference_problem,
+)
 from xlamigrate.verify.runs import (
     RunResult,
     RunSpec,
@@ -25,6 +34,9 @@ from xlamigrate.verify.runs import (
 )
 
 ORIGINAL = "original"
+# What the original ran with, where it crashed before recording it and the rewrite shows that
+# the script sets a legacy flag itself.
+SCRIPT_SETS_A_FLAG = "the legacy flag the script sets"
 
 
 class VerifyError(Exception):
@@ -43,6 +55,7 @@ class VerifyOptions:
     jobs: int = 2
     rewritten: Path | None = None  # a rewrite made by hand, instead of xlamigrate's
     unsafe_fixes: bool = False
+    target: str = STANDALONE.platform  # the platform the rewrites are for (and checked on)
 
 
 @dataclass(frozen=True)
@@ -68,7 +81,14 @@ class VerifyReport:
 
     @property
     def equivalent(self) -> bool:
-        return all(comparison.verdict == EQUIVALENT for comparison in self.comparisons)
+        """Every rewrite passed: it trains like the original, or, where the original is no
+        reference, it trains on its own."""
+        return all(comparison.verdict in PASSING for comparison in self.comparisons)
+
+    @property
+    def reference_problem(self) -> str | None:
+        """Why the original is no reference (a crash, a NaN loss), or None."""
+        return reference_problem(self.runs[ORIGINAL])
 
 
 def verify(
@@ -95,6 +115,10 @@ def verify(
             results = {result.label: _named(result, work) for result in pool.map(run, specs)}
     original = results[ORIGINAL]
     legacy_on = tuple(legacy_flags_on(original.flags))
+    if not original.flags:  # it crashed before its first step: what it ran with is unknown
+        legacy_on = tuple(legacy_flags_on(options.legacy_env or {})) or (
+            (SCRIPT_SETS_A_FLAG,) if any(r.changed for r in rewrites) else ()
+        )
     if original.ok and not legacy_on:
         notes.append(
             "the original ran without a legacy flag on, so it trained in float32 and every "
@@ -103,7 +127,8 @@ def verify(
         )
     comparisons = tuple(
         compare(original, results[r.mode], catalogue.modes[r.mode], bool(legacy_on),
-                options.rtol, options.window)
+                options.rtol, options.window,
+                _planned_environment(catalogue, r.mode, options.target))
         for r in rewrites
     )  # fmt: skip
     return VerifyReport(
@@ -135,9 +160,8 @@ def _rewrites(
 
     rewrites = []
     for mode in options.modes:
-        outcome = rewrite_source(
-            _display(script), data, "python", catalogue, enabled, mode, options.unsafe_fixes
-        )
+        request = RewriteRequest(mode, options.unsafe_fixes, target=options.target)
+        outcome = rewrite_source(_display(script), data, "python", catalogue, enabled, request)
         if outcome.errors:
             problem = outcome.errors[0]
             where = f"{problem.path}:{problem.line}" if problem.line else problem.path
@@ -145,6 +169,11 @@ def _rewrites(
         text = outcome.rewritten if outcome.rewritten is not None else data
         rewrites.append(Rewrite(mode, text, text != data, outcome.remaining))
     return rewrites
+
+
+def _planned_environment(catalogue: Catalogue, mode: str, target: str) -> EnvironmentEdits:
+    """What the mode sets in the environment on the target platform (none on TPU)."""
+    return catalogue.modes[mode].environment_on(target)
 
 
 def _rewrite_notes(rewrites: list[Rewrite]) -> list[str]:
