@@ -447,3 +447,19 @@ def test_json_writes_non_finite_numbers_as_strings(tmp_path: Path) -> None:
     assert document["runs"]["full-bf16"]["losses"][-1] == "inf"
     assert document["comparisons"][0]["gaps"][-1] == "inf"
     assert document["comparisons"][0]["first_divergence"] == 7
+
+
+def test_a_configuration_without_the_flag_must_launch_as_before() -> None:
+    """`verify run.sh -- FP32`: the migrated launcher must start the very same commands."""
+    fp32 = replace(ORIGINAL_RUN, flags={}, launches=("torchrun --nproc_per_node=2 train.py",))
+    same = replace(run_result(dtypes=FP32), launches=fp32.launches)
+    result = compare(fp32, same, MODES["full-bf16"], False)
+    assert result.verdict == EQUIVALENT
+    assert "launch" in [check.name for check in result.checks]
+    other = replace(same, launches=("torchrun --nproc_per_node=2 train.py --bf16",))
+    result = compare(fp32, other, MODES["full-bf16"], False)
+    assert result.verdict == FAILED
+    assert result.reason.startswith(
+        "the migrated launcher starts `torchrun --nproc_per_node=2 train.py --bf16` where the"
+        " original started `torchrun --nproc_per_node=2 train.py`"
+    )

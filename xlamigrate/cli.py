@@ -370,7 +370,12 @@ def rewrite(
 
 @app.command()
 def verify(
-    script: Annotated[Path, typer.Argument(help="The training script that uses a legacy flag.")],
+    script: Annotated[
+        Path,
+        typer.Argument(
+            help="The training script, or the shell launcher (run.sh), that uses a legacy flag."
+        ),
+    ],
     script_args: Annotated[
         list[str] | None, typer.Argument(help="The script's own arguments, after `--`.")
     ] = None,
@@ -419,6 +424,9 @@ def verify(
 ) -> None:
     """Run the script and its rewrite(s) on torch-xla's CPU device and compare their training.
 
+    A shell launcher runs as it is, its `torchrun`/`python` launches intercepted as one local
+    process, against a copy of its folder migrated by `xlamigrate rewrite` in each mode.
+
     Exit 0 when every rewrite trains like the original, 1 when one diverges or fails.
     """
     from xlamigrate.verify.plot import matplotlib_missing, write_plot
@@ -431,6 +439,13 @@ def verify(
     catalogue = _catalogue()
     settings = _settings([script], catalogue, config, None, None, None, True)
     chosen = _verify_modes(mode, settings.mode)
+    from xlamigrate.verify.launcher import is_launcher
+
+    if rewritten is not None and is_launcher(script):
+        _fail(
+            f"{script}: --rewritten takes the rewrite of a Python script; a launcher is verified"
+            " through a migrated copy of its folder (leave --rewritten out)"
+        )
     if rewritten is not None and len(chosen) != 1:
         _fail("--rewritten verifies one rewrite: give exactly one --mode (the recipe it follows)")
     missing = torch_xla_missing() or (matplotlib_missing() if plot is not None else None)

@@ -114,6 +114,15 @@ def compare(
     problem = _promise_checks(rewritten, mode, legacy_on, environment, checks)
     if problem is not None:
         return failed(*problem)
+    if not legacy_on and (original.launches or rewritten.launches):
+        if original.launches != rewritten.launches:
+            return failed(
+                "launch",
+                f"the migrated launcher starts {_launched(rewritten)} where the original "
+                f"started {_launched(original)}: a configuration that never set a legacy flag "
+                "must launch as before",
+            )
+        checks.append(Check("launch", True, f"launches as before: {_launched(original)}"))
 
     before = [loss for loss in original.losses[:steps] if loss is not None]
     after = [loss for loss in rewritten.losses[:steps] if loss is not None]
@@ -217,6 +226,10 @@ def _on_its_own(
     )
     checks.append(Check("losses", True, detail))
     return Comparison(mode.name, TRAINS, detail, tuple(checks))
+
+
+def _launched(run: RunResult) -> str:
+    return "; ".join(f"`{line}`" for line in run.launches) or "nothing"
 
 
 def _mean(values: Sequence[float]) -> float:

@@ -228,6 +228,7 @@ def _run_json(run: RunResult) -> dict[str, Any]:
         "memory": run.memory,
         "bytes_per_parameter": {part: run.bytes_per_parameter(part) for part in MEMORY_PARTS},
         "seconds_per_step": run.seconds_per_step,
+        "launches": list(run.launches),
         "peak_rss": run.peak_rss,
         "seconds": round(run.seconds, 3),
         "stderr_tail": run.stderr_tail if not run.ok else "",

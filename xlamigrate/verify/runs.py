@@ -34,6 +34,14 @@ class RunSpec:
     records: Path  # an empty folder the shim writes into
     steps: int
     timeout: float
+    # A launcher runs under this program (`bash`) instead of verify's Python, and its launch
+    # shims log the commands they were given here.
+    interpreter: str | None = None
+    launch_log: Path | None = None
+
+    @property
+    def command(self) -> list[str]:
+        return [self.interpreter or sys.executable, str(self.script), *self.args]
 
 
 @dataclass(frozen=True)
@@ -52,6 +60,7 @@ class RunResult:
     # stored on the device, and the parameter count (recorder.Recorder._note_memory)
     memory: Mapping[str, int] = field(default_factory=dict)
     seconds_per_step: float | None = None  # median after the warm-up steps
+    launches: tuple[str, ...] = ()  # the commands a launcher started, as its shims saw them
     peak_rss: int | None = None  # bytes: the process's resident-set high-water mark
     seconds: float = 0.0
     stderr_tail: str = ""
@@ -104,7 +113,7 @@ def run(spec: RunSpec) -> RunResult:
     spec.records.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     with subprocess.Popen(
-        [sys.executable, str(spec.script), *spec.args],
+        spec.command,
         cwd=spec.cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     ) as process:  # fmt: skip
@@ -147,6 +156,10 @@ def run(spec: RunSpec) -> RunResult:
             seconds=seconds,
             stderr_tail=tail,
         )
+    if spec.launch_log is not None:
+        from xlamigrate.verify.launcher import launch_lines
+
+        result = replace(result, launches=launch_lines(spec.launch_log))
     return replace(result, problem=diagnose(returncode, stderr, record is not None, spec.timeout))
 
 

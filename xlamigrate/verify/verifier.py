@@ -4,6 +4,7 @@ original and every rewrite under the recorder, and compare each rewrite with the
 from __future__ import annotations
 
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Callable, Mapping
@@ -22,6 +23,12 @@ from xlamigrate.verify.compare import (
     Comparison,
     compare,
     reference_problem,
+)
+from xlamigrate.verify.launcher import (
+    install_launch_shims,
+    is_launcher,
+    launch_environment,
+    migrated_copy,
 )
 from xlamigrate.verify.runs import (
     RunResult,
@@ -99,27 +106,40 @@ def verify(
     progress: Callable[[str], None] = lambda message: None,
 ) -> VerifyReport:
     script = script.resolve()
-    rewrites = _rewrites(script, options, catalogue, enabled)
+    launcher = is_launcher(script) and options.rewritten is None
+    rewrites = [] if launcher else _rewrites(script, options, catalogue, enabled)
     notes = _rewrite_notes(rewrites)
     with tempfile.TemporaryDirectory(prefix="xlamigrate-verify-") as folder:
         work = Path(folder)
         shim = install_shim(work / "shim")
-        specs = [_original_spec(script, options, shim, work)]
-        for rewrite in rewrites:
-            specs.append(_rewrite_spec(script, rewrite, options, shim, work))
+        if launcher:
+            specs, rewrites, copies = _launcher_specs(script, options, shim, work, notes)
+        else:
+            copies = {}
+            specs = [_original_spec(script, options, shim, work)]
+            for rewrite in rewrites:
+                specs.append(_rewrite_spec(script, rewrite, options, shim, work))
         progress(
             f"running {', '.join(spec.label for spec in specs)} on torch-xla (PJRT_DEVICE=CPU), "
             f"{options.steps} optimizer steps each"
         )
         with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
             results = {result.label: _named(result, work) for result in pool.map(run, specs)}
+    for mode, root in copies.items():  # the copy's paths, as the original's, in its launches
+        launched = tuple(line.replace(root, str(script.parent)) for line in results[mode].launches)
+        results[mode] = replace(results[mode], launches=launched)
     original = results[ORIGINAL]
     legacy_on = tuple(legacy_flags_on(original.flags))
     if not original.flags:  # it crashed before its first step: what it ran with is unknown
         legacy_on = tuple(legacy_flags_on(options.legacy_env or {})) or (
             (SCRIPT_SETS_A_FLAG,) if any(r.changed for r in rewrites) else ()
         )
-    if original.ok and not legacy_on:
+    if original.ok and not legacy_on and launcher:
+        notes.append(
+            "this configuration of the launcher sets no legacy flag: every migration must "
+            "launch the same commands and train in float32, as it did"
+        )
+    elif original.ok and not legacy_on:
         notes.append(
             "the original ran without a legacy flag on, so it trained in float32 and every "
             "rewrite must too; pass the script's options that set the flag after `--`, or "
@@ -193,6 +213,45 @@ def _rewrite_notes(rewrites: list[Rewrite]) -> list[str]:
     for (line, code, message), modes in sorted(manual.items()):
         notes.append(f"left for manual work ({', '.join(modes)}): line {line}: {code} {message}")
     return notes
+
+
+_FINDING = re.compile(r":\d+:\d+: XM\d{3} ")
+
+
+def _launcher_specs(
+    launcher: Path, options: VerifyOptions, shim: Path, work: Path, notes: list[str]
+) -> tuple[list[RunSpec], list[Rewrite], dict[str, str]]:
+    """The launcher as it is and, per mode, a migrated copy of its folder: each run with its
+    launch commands intercepted (one local process) and logged."""
+    shims = install_launch_shims(work / "launch-shims")
+    original_env = run_environment(os.environ, [shim], options.legacy_env or {})
+    specs = [
+        RunSpec(
+            label=ORIGINAL, script=launcher, args=options.args, cwd=Path.cwd(),
+            env=launch_environment(original_env, shims, work / "launches-original.log"),
+            records=work / "records" / ORIGINAL, steps=options.steps, timeout=options.timeout,
+            interpreter="bash", launch_log=work / "launches-original.log",
+        )
+    ]  # fmt: skip
+    rewrites, copies = [], {}
+    for mode in options.modes:
+        copy = migrated_copy(launcher, mode, work, options.target)
+        copies[mode] = str(copy.launcher.parent)
+        text = copy.launcher.read_bytes()
+        rewrites.append(Rewrite(mode, text, text != launcher.read_bytes()))
+        for line in copy.output.splitlines():
+            if _FINDING.search(line) and "[fix: manual]" in line:
+                notes.append(f"left for manual work ({mode}): {line}")
+        log = work / f"launches-{mode}.log"
+        env = launch_environment(run_environment(os.environ, [shim]), shims, log)
+        specs.append(
+            RunSpec(
+                label=mode, script=copy.launcher, args=options.args, cwd=copy.cwd, env=env,
+                records=work / "records" / mode, steps=options.steps, timeout=options.timeout,
+                interpreter="bash", launch_log=log,
+            )
+        )  # fmt: skip
+    return specs, rewrites, copies
 
 
 def _original_spec(script: Path, options: VerifyOptions, shim: Path, work: Path) -> RunSpec:
