@@ -2,8 +2,9 @@
 it is, with its launch commands intercepted, on torch-xla's CPU device.
 
 A folder of shims goes first on PATH: `torchrun` drops its own options (`--nproc_per_node=8`...)
-and runs the script with verify's interpreter as one process, so one worker trains where the
-launcher would start many; `python` and `python3` are verify's interpreter too (the one with
+and runs the script with verify's interpreter as one process with torchrun's environment for a
+single worker (RANK=0, WORLD_SIZE=1, MASTER_ADDR/PORT), so one worker trains where the launcher
+would start many; `python` and `python3` are verify's interpreter too (the one with
 torch-xla). Each shim appends the command it was given to a log: a configuration that never set
 a legacy flag must launch the same commands before and after the migration.
 
@@ -37,6 +38,10 @@ while [ $# -gt 0 ]; do
         *) break ;;
     esac
 done
+# what torchrun gives its one worker
+export RANK=0 LOCAL_RANK=0 GROUP_RANK=0 ROLE_RANK=0 WORLD_SIZE=1 LOCAL_WORLD_SIZE=1
+export ROLE_WORLD_SIZE=1 MASTER_ADDR="${MASTER_ADDR:-127.0.0.1}"
+export MASTER_PORT="${MASTER_PORT:-$((20000 + $$ % 20000))}"
 exec "{python}" "$@"
 """
 _PYTHON = """#!/bin/sh

@@ -1,0 +1,63 @@
+"""The launch shims `xlamigrate verify run.sh` puts first on PATH, run without torch."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from xlamigrate.verify.launcher import LAUNCH_LOG, install_launch_shims, launch_lines
+
+pytestmark = pytest.mark.skipif(shutil.which("sh") is None, reason="the shims are sh scripts")
+
+SCRIPT = """import json, os, sys
+names = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+print(json.dumps({"argv": sys.argv, "executable": sys.executable,
+                  "env": {name: os.environ.get(name) for name in names}}))
+"""
+
+
+def launch(tmp_path: Path, command: list[str]) -> dict[str, object]:
+    shims = install_launch_shims(tmp_path / "shims")
+    (tmp_path / "train.py").write_text(SCRIPT)
+    (tmp_path / "probe").mkdir(exist_ok=True)
+    (tmp_path / "probe" / "__main__.py").write_text(SCRIPT)
+    env = {key: value for key, value in os.environ.items() if key not in ("MASTER_PORT",)}
+    env["PATH"] = f"{shims}{os.pathsep}{env.get('PATH', '')}"
+    env[LAUNCH_LOG] = str(tmp_path / "launches.log")
+    result = subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=True
+    )
+    printed: dict[str, object] = json.loads(result.stdout.strip().splitlines()[-1])
+    return printed
+
+
+def test_torchrun_runs_one_local_worker_with_verifys_interpreter(tmp_path: Path) -> None:
+    printed = launch(
+        tmp_path,
+        ["torchrun", "--nproc_per_node=4", "--nnodes", "1", "--standalone", "train.py", "--lr",
+         "0.1"],
+    )  # fmt: skip
+    assert printed["argv"] == ["train.py", "--lr", "0.1"]  # torchrun's own options dropped
+    assert os.path.realpath(str(printed["executable"])) == os.path.realpath(sys.executable)
+    env = printed["env"]
+    assert isinstance(env, dict)
+    assert (env["RANK"], env["WORLD_SIZE"], env["LOCAL_WORLD_SIZE"]) == ("0", "1", "1")
+    assert env["MASTER_ADDR"] == "127.0.0.1" and str(env["MASTER_PORT"]).isdigit()
+    assert launch_lines(tmp_path / "launches.log") == (
+        "torchrun --nproc_per_node=4 --nnodes 1 --standalone train.py --lr 0.1",
+    )
+
+
+def test_torchrun_module_form_and_python_shims_are_logged(tmp_path: Path) -> None:
+    assert launch(tmp_path, ["torchrun", "--nproc_per_node", "2", "-m", "probe"])["argv"][1:] == []
+    assert launch(tmp_path, ["python3", "train.py", "--x"])["argv"] == ["train.py", "--x"]
+    assert launch_lines(tmp_path / "launches.log") == (
+        "torchrun --nproc_per_node 2 -m probe",
+        "python3 train.py --x",
+    )
