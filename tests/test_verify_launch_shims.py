@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import needs_torch_xla_platform
 from xlamigrate.verify.launcher import LAUNCH_LOG, install_launch_shims, launch_lines
 
 pytestmark = pytest.mark.skipif(shutil.which("sh") is None, reason="the shims are sh scripts")
@@ -61,3 +62,22 @@ def test_torchrun_module_form_and_python_shims_are_logged(tmp_path: Path) -> Non
         "torchrun --nproc_per_node 2 -m probe",
         "python3 train.py --x",
     )
+
+
+@needs_torch_xla_platform
+def test_a_launcher_that_fails_before_it_launches_is_reported_so(tmp_path: Path) -> None:
+    launcher = tmp_path / "run.sh"
+    launcher.write_text(
+        "#!/bin/bash\nset -e\nexport XLA_USE_BF16=1\n"
+        "echo 'no dataset here' >&2\nexit 3\ntorchrun --nproc_per_node=2 train.py\n"
+    )
+    (tmp_path / "train.py").write_text("import torch\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "xlamigrate.cli", "verify", "run.sh", "--mode", "full-bf16"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    reason = "the original launcher exited 3 before it launched anything"
+    assert f"original: NO REFERENCE: {reason}" in result.stdout
+    assert "no dataset here" in result.stdout  # its stderr, shown
+    assert "0 equivalent, 0 divergent, 1 failed" in result.stderr

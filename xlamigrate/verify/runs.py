@@ -156,11 +156,17 @@ def run(spec: RunSpec) -> RunResult:
             seconds=seconds,
             stderr_tail=tail,
         )
+    problem = diagnose(returncode, stderr, record is not None, spec.timeout)
     if spec.launch_log is not None:
         from xlamigrate.verify.launcher import launch_lines
 
         result = replace(result, launches=launch_lines(spec.launch_log))
-    return replace(result, problem=diagnose(returncode, stderr, record is not None, spec.timeout))
+        if problem is not None and not result.launches and returncode is not None:
+            problem = (
+                f"launcher exited {returncode} before it launched anything (no torchrun or "
+                "python command reached): its own steps failed here; see its stderr"
+            )
+    return replace(result, problem=problem)
 
 
 def _main_record(folder: Path) -> dict[str, Any] | None:
