@@ -707,13 +707,12 @@ class _Planner:
             code: list[cst.BaseStatement] = []
             if not self.script.casts_to_bf16(model):
                 code.append(cst.parse_statement(f"{name}.to(torch.bfloat16)\n"))
-                self.plan.imports.add(("torch", None))
             code.append(
                 cst.parse_statement(
                     f"cast_inputs_to_module_dtype({name}, output_dtype=torch.float32)\n"
                 )
             )
-            self.plan.imports.add(("torch", None))
+            self.plan.imports.add(("torch", None))  # torch.bfloat16, torch.float32
             self.plan.imports.add((RUNTIME, "cast_inputs_to_module_dtype"))
             block: list[cst.BaseStatement] = (
                 [_under(condition, code)] if condition is not None else code
