@@ -56,17 +56,20 @@ def verify_launcher(config: str) -> tuple[int, dict[str, Any], str]:
 @pytest.fixture(scope="module")
 def verdicts() -> dict[str, tuple[int, dict[str, Any], str]]:
     before = digest(PROJECT)
-    results = {config: verify_launcher(config) for config in ("BF16", "FP32")}
+    results = {config: verify_launcher(config) for config in ("BF16", "MIXED", "FP32")}
     assert digest(PROJECT) == before  # verify migrates copies, never the project
     return results
 
 
-def test_the_bf16_configuration_is_verified_through_the_launcher_in_every_mode(
-    verdicts: dict[str, tuple[int, dict[str, Any], str]],
+@pytest.mark.parametrize(
+    ("config", "flag"), [("BF16", "XLA_USE_BF16=1"), ("MIXED", "XLA_DOWNCAST_BF16=1")]
+)
+def test_a_configuration_that_sets_a_flag_is_verified_through_the_launcher_in_every_mode(
+    verdicts: dict[str, tuple[int, dict[str, Any], str]], config: str, flag: str
 ) -> None:
-    code, document, stderr = verdicts["BF16"]
+    code, document, stderr = verdicts[config]
     assert code == 0, json.dumps(document, indent=1)
-    assert document["legacy_flags"] == ["XLA_USE_BF16=1"]  # set by the launcher, not by verify
+    assert document["legacy_flags"] == [flag]  # set by the launcher, not by verify
     assert [c["mode"] for c in document["comparisons"]] == list(MODES)
     assert all(c["verdict"] == "equivalent" for c in document["comparisons"])
     runs = document["runs"]
