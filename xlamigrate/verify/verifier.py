@@ -14,7 +14,6 @@ from pathlib import Path
 
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.model import Finding
-from xlamigrate.recipes import EnvironmentEdits
 from xlamigrate.request import STANDALONE, RewriteRequest
 from xlamigrate.verify.compare import (
     PASSING,
@@ -148,7 +147,7 @@ def verify(
     comparisons = tuple(
         compare(original, results[r.mode], catalogue.modes[r.mode], bool(legacy_on),
                 options.rtol, options.window,
-                _planned_environment(catalogue, r.mode, options.target))
+                catalogue.modes[r.mode].environment_on(options.target))
         for r in rewrites
     )  # fmt: skip
     return VerifyReport(
@@ -191,11 +190,6 @@ def _rewrites(
     return rewrites
 
 
-def _planned_environment(catalogue: Catalogue, mode: str, target: str) -> EnvironmentEdits:
-    """What the mode sets in the environment on the target platform (none on TPU)."""
-    return catalogue.modes[mode].environment_on(target)
-
-
 def _rewrite_notes(rewrites: list[Rewrite]) -> list[str]:
     """What the rewrites did not do, each said once with the modes it concerns."""
     unchanged = [r.mode for r in rewrites if r.given is None and not r.changed]
@@ -224,15 +218,17 @@ def _launcher_specs(
     """The launcher as it is and, per mode, a migrated copy of its folder: each run with its
     launch commands intercepted (one local process) and logged."""
     shims = install_launch_shims(work / "launch-shims")
+
+    def spec(label: str, script: Path, cwd: Path, env: dict[str, str]) -> RunSpec:
+        log = work / f"launches-{label}.log"
+        return RunSpec(
+            label=label, script=script, args=options.args, cwd=cwd,
+            env=launch_environment(env, shims, log), records=work / "records" / label,
+            steps=options.steps, timeout=options.timeout, interpreter="bash", launch_log=log,
+        )  # fmt: skip
+
     original_env = run_environment(os.environ, [shim], options.legacy_env or {})
-    specs = [
-        RunSpec(
-            label=ORIGINAL, script=launcher, args=options.args, cwd=Path.cwd(),
-            env=launch_environment(original_env, shims, work / "launches-original.log"),
-            records=work / "records" / ORIGINAL, steps=options.steps, timeout=options.timeout,
-            interpreter="bash", launch_log=work / "launches-original.log",
-        )
-    ]  # fmt: skip
+    specs = [spec(ORIGINAL, launcher, Path.cwd(), original_env)]
     rewrites, copies = [], {}
     for mode in options.modes:
         copy = migrated_copy(launcher, mode, work, options.target)
@@ -242,15 +238,7 @@ def _launcher_specs(
         for line in copy.output.splitlines():
             if _FINDING.search(line) and "[fix: manual]" in line:
                 notes.append(f"left for manual work ({mode}): {line}")
-        log = work / f"launches-{mode}.log"
-        env = launch_environment(run_environment(os.environ, [shim]), shims, log)
-        specs.append(
-            RunSpec(
-                label=mode, script=copy.launcher, args=options.args, cwd=copy.cwd, env=env,
-                records=work / "records" / mode, steps=options.steps, timeout=options.timeout,
-                interpreter="bash", launch_log=log,
-            )
-        )  # fmt: skip
+        specs.append(spec(mode, copy.launcher, copy.cwd, run_environment(os.environ, [shim])))
     return specs, rewrites, copies
 
 

@@ -14,6 +14,7 @@ would train in FP32 with nothing in their place.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -646,6 +647,7 @@ class _Planner:
         # `if X:` and its `else:` both enabled it: always on; `(A and B) or (A and not B)`: A
         return True, disjunction([c.tests or (c.full,) for c in conditions if c.full is not None])
 
+    @functools.cached_property
     def _test_functions_setting_the_flag(self) -> frozenset[cst.FunctionDef] | None:
         """In a test module whose enabling writes all sit in test functions, those functions:
         each test is a configuration of its own (`pytest -k`), and a test that never set the
@@ -664,7 +666,7 @@ class _Planner:
         return frozenset(functions)
 
     def _in_scope(self, node: cst.CSTNode) -> bool:
-        scope = self._test_functions_setting_the_flag()
+        scope = self._test_functions_setting_the_flag  # (asked once the enabling writes are known)
         return scope is None or self.script.outermost_function(node) in scope
 
     def _cast_models(self, wrap_optimizer: bool) -> None:
