@@ -64,6 +64,42 @@ def test_torchrun_module_form_and_python_shims_are_logged(tmp_path: Path) -> Non
     )
 
 
+def test_wrappers_run_the_command_they_wrap_once_with_the_variables_they_set(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "run.sh").write_text('export B="$A-2"\npython3 train.py --from-run-sh\n')
+    printed = launch(
+        tmp_path,
+        ["mpirun", "--allow-run-as-root", "-np", "4", "-bind-to", "none", "-x", "A=1", "-x",
+         "PATH", "./run.sh"],
+    )  # fmt: skip
+    assert printed["argv"] == ["train.py", "--from-run-sh"]  # run.sh (not executable) ran in bash
+    assert launch(tmp_path, ["srun", "--ntasks=8", "-l", "python3", "train.py"])["argv"] == [
+        "train.py"
+    ]
+    compiled = launch(tmp_path, ["neuron_parallel_compile", "torchrun", "--nnodes=1", "train.py"])
+    assert compiled["argv"] == ["train.py"] and compiled["env"]["WORLD_SIZE"] == "1"
+    assert launch_lines(tmp_path / "launches.log") == (
+        "mpirun --allow-run-as-root -np 4 -bind-to none -x A=1 -x PATH ./run.sh",
+        "python3 train.py --from-run-sh",
+        "srun --ntasks=8 -l python3 train.py",
+        "python3 train.py",
+        "neuron_parallel_compile torchrun --nnodes=1 train.py",
+        "torchrun --nnodes=1 train.py",
+    )
+
+
+def test_a_wrapper_passes_on_the_variables_it_sets(tmp_path: Path) -> None:
+    (tmp_path / "env.py").write_text("import json, os; print(json.dumps(os.environ.get('A')))")
+    shims = install_launch_shims(tmp_path / "shims")
+    env = {**os.environ, "PATH": f"{shims}{os.pathsep}{os.environ['PATH']}"}
+    env[LAUNCH_LOG] = str(tmp_path / "launches.log")
+    command = ["mpirun", "-np", "2", "-x", "A=from-mpirun", "python", "env.py"]
+    result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == "from-mpirun"
+
+
 @needs_torch_xla_platform
 def test_a_launcher_that_fails_before_it_launches_is_reported_so(tmp_path: Path) -> None:
     launcher = tmp_path / "run.sh"

@@ -373,11 +373,16 @@ def verify(
     script: Annotated[
         Path,
         typer.Argument(
-            help="The training script, or the shell launcher (run.sh), that uses a legacy flag."
+            help="The training script, or the launcher (run.sh, a Kubernetes or compose YAML,"
+            " a Dockerfile) that uses a legacy flag."
         ),
     ],
     script_args: Annotated[
-        list[str] | None, typer.Argument(help="The script's own arguments, after `--`.")
+        list[str] | None,
+        typer.Argument(
+            help="After `--`: the script's or launcher's arguments; for a YAML file the container"
+            " (job/container) to run; for a Dockerfile, what replaces its CMD."
+        ),
     ] = None,
     mode: Annotated[
         list[VerifyMode] | None,
@@ -424,8 +429,9 @@ def verify(
 ) -> None:
     """Run the script and its rewrite(s) on torch-xla's CPU device and compare their training.
 
-    A shell launcher runs as it is, its `torchrun`/`python` launches intercepted as one local
-    process, against a copy of its folder migrated by `xlamigrate rewrite` in each mode.
+    A launcher runs as it is, its `torchrun`/`python`/`mpirun` launches intercepted as one
+    local process, against a copy of the project migrated by `xlamigrate rewrite` in each mode;
+    a YAML container or a Dockerfile image runs its command with its environment.
 
     Exit 0 when every rewrite trains like the original, 1 when one diverges or fails.
     """
@@ -444,7 +450,7 @@ def verify(
     if rewritten is not None and is_launcher(script):
         _fail(
             f"{script}: --rewritten takes the rewrite of a Python script; a launcher is verified"
-            " through a migrated copy of its folder (leave --rewritten out)"
+            " through a migrated copy of the project (leave --rewritten out)"
         )
     if rewritten is not None and len(chosen) != 1:
         _fail("--rewritten verifies one rewrite: give exactly one --mode (the recipe it follows)")

@@ -155,6 +155,17 @@ def launch(words: Sequence[str | None], written: Sequence[str] = ()) -> Launch:
     return reading.done(words)
 
 
+def wrapped_command(words: Sequence[str]) -> tuple[int | None, tuple[EnvSetting, ...]]:
+    """For a wrapper's command line (`mpirun -np 4 -x A=1 ./run.sh`): the index of the word
+    that starts the command it runs (None: not known) and the variables it sets for it."""
+    program = program_named(os.path.basename(words[0])) if words else None
+    if program is None or program.role != "wrapper":
+        return None, ()
+    reading = _Reading(written=words)
+    start = _read_program(program, words, 1, reading)
+    return (start if isinstance(start, int) and start < len(words) else None), tuple(reading.env)
+
+
 def _read_program(
     program: Program, words: Sequence[str | None], index: int, reading: _Reading
 ) -> int | Launch | None:

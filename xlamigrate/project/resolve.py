@@ -37,10 +37,10 @@ class ScriptResolver:
             on_disk = Path(candidate)
             if not written.startswith("/") and on_disk.is_file():
                 return candidate  # beside the launcher though not among the paths given
-        return _one_ending_with(self.files, relative.lstrip("/"))
+        return one_ending_with(self.files, relative.lstrip("/"))
 
 
-def _one_ending_with(files: Iterable[str], tail: str) -> str | None:
+def one_ending_with(files: Iterable[str], tail: str) -> str | None:
     """The one file whose path ends with `tail` (a container path `/app/src/train.py`, trimmed
     folder by folder from the left), or None when none or several do."""
     parts = tail.split("/")

@@ -5,12 +5,17 @@ A folder of shims goes first on PATH: `torchrun` drops its own options (`--nproc
 and runs the script with verify's interpreter as one process with torchrun's environment for a
 single worker (RANK=0, WORLD_SIZE=1, MASTER_ADDR/PORT), so one worker trains where the launcher
 would start many; `python` and `python3` are verify's interpreter too (the one with
-torch-xla). Each shim appends the command it was given to a log: a configuration that never set
-a legacy flag must launch the same commands before and after the migration.
+torch-xla); the wrappers that spread a command over many processes or hosts (`mpirun`, `srun`,
+`neuron_parallel_compile`) run the command they wrap once, with the variables they set for it,
+as the launch model reads their words. Each shim appends the command it was given to a log: a
+configuration that never set a legacy flag must launch the same commands before and after the
+migration.
 
-The migrated project is a copy of the launcher's folder, rewritten in the mode by
-`xlamigrate rewrite` itself (launcher and scripts together, as a user would), then run the same
-way; the recorder shim observes the training process in both.
+The migrated project is a copy of the project (the current folder, where the launcher is inside
+it, else the launcher's folder), rewritten in the mode by `xlamigrate rewrite` itself (launchers,
+manifests and scripts together, as a user would), then run the same way; the recorder shim
+observes the training process in both. A Kubernetes or compose YAML file or a Dockerfile is run
+through the shell launcher `manifest.py` writes for the container it names.
 """
 
 from __future__ import annotations
@@ -49,6 +54,15 @@ printf '{name} %s\\n' "$*" >> "${log}"
 exec "{python}" "$@"
 """
 _PYTHONS = ("python", "python3")
+_WRAPPER = """#!{python} -I
+# {name}, reduced to the command it wraps, run once (xlamigrate verify)
+import sys
+from xlamigrate.verify.launcher import run_wrapped
+run_wrapped("{name}", sys.argv[1:])
+"""
+_WRAPPERS = ("mpirun", "mpiexec", "srun", "neuron_parallel_compile")
+# Folders a migrated copy of the project leaves out: caches and environments, never sources.
+_NOT_COPIED = (".git", "__pycache__", ".venv", "venv", "node_modules", ".mypy_cache", ".tox")
 
 
 @dataclass(frozen=True)
@@ -59,13 +73,22 @@ class LauncherCopy:
     launcher: Path
     cwd: Path
     output: str
+    root: Path  # the copy of the project
 
 
 def is_launcher(script: Path) -> bool:
-    """Whether verify is given a shell launcher rather than a Python script."""
+    """Whether verify is given a launcher (a shell script, a Kubernetes or compose YAML file, a
+    Dockerfile) rather than a Python script."""
     from xlamigrate.discover import classify
 
-    return classify(script) == "shell"
+    return classify(script) in ("shell", "yaml", "dockerfile")
+
+
+def project_root(launcher: Path) -> Path:
+    """The folder a migration copies: the current one where the launcher is inside it (a Job in
+    `k8s/` runs the project's scripts), else the launcher's own."""
+    here = Path.cwd().resolve()
+    return here if here in launcher.parents else launcher.parent
 
 
 def install_launch_shims(folder: Path) -> Path:
@@ -76,6 +99,8 @@ def install_launch_shims(folder: Path) -> Path:
     for name in _PYTHONS:
         text = _PYTHON.replace("{python}", sys.executable).replace("{name}", name)
         shims[name] = text.replace("${log}", log)
+    for name in _WRAPPERS:
+        shims[name] = _WRAPPER.replace("{python}", sys.executable).replace("{name}", name)
     for name, text in shims.items():
         path = folder / name
         path.write_text(text, encoding="utf-8")
@@ -92,11 +117,11 @@ def launch_environment(env: dict[str, str], shims: Path, log: Path) -> dict[str,
 
 
 def migrated_copy(launcher: Path, mode: str, work: Path, target: str) -> LauncherCopy:
-    """Copies the launcher's folder into `work/mode` and migrates it with `xlamigrate rewrite`
-    (exit 1, findings left for manual work, still gives a copy to run)."""
-    root = launcher.parent
+    """Copies the project into `work/mode` and migrates it with `xlamigrate rewrite` (exit 1,
+    findings left for manual work, still gives a copy to run)."""
+    root = project_root(launcher)
     copy = work / mode / root.name
-    shutil.copytree(root, copy, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+    shutil.copytree(root, copy, symlinks=True, ignore=shutil.ignore_patterns(*_NOT_COPIED))
     completed = subprocess.run(
         [sys.executable, "-m", "xlamigrate.cli", "rewrite", "--mode", mode, "--target", target,
          "."],
@@ -107,7 +132,32 @@ def migrated_copy(launcher: Path, mode: str, work: Path, target: str) -> Launche
     here = Path.cwd().resolve()
     inside = here == root or root in here.parents
     cwd = copy / here.relative_to(root) if inside else copy
-    return LauncherCopy(mode, copy / launcher.name, cwd, completed.stdout + completed.stderr)
+    migrated = copy / launcher.relative_to(root)
+    return LauncherCopy(mode, migrated, cwd, completed.stdout + completed.stderr, copy)
+
+
+def run_wrapped(name: str, arguments: list[str]) -> None:
+    """The wrapper shim: logs the command line, then runs what it wraps in this process's place
+    with the variables the wrapper sets (`mpirun -x A=1`); a script that is not executable runs
+    under the interpreter its suffix names."""
+    words = [name, *arguments]
+    with open(os.environ[LAUNCH_LOG], "a", encoding="utf-8") as log:
+        log.write(" ".join(words) + "\n")
+    from xlamigrate.kinds.launch import script_language, wrapped_command
+
+    start, settings = wrapped_command(words)
+    if start is None:
+        sys.exit(f"xlamigrate verify: cannot tell the command `{' '.join(words)}` runs")
+    for setting in settings:
+        if setting.action == "set" and setting.value is not None:
+            os.environ[setting.name] = setting.value
+        elif setting.action == "unset":
+            os.environ.pop(setting.name, None)
+    command = words[start:]
+    language = script_language(command[0])
+    if language is not None and not os.access(command[0], os.X_OK):
+        command = [sys.executable if language == "python" else "bash", *command]
+    os.execvp(command[0], command)
 
 
 def launch_lines(log: Path) -> tuple[str, ...]:

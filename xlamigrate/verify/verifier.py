@@ -28,6 +28,17 @@ from xlamigrate.verify.launcher import (
     is_launcher,
     launch_environment,
     migrated_copy,
+    project_root,
+)
+from xlamigrate.verify.manifest import (
+    ContainerCommand,
+    ManifestError,
+    is_dockerfile,
+    is_manifest,
+    launcher_text,
+    manifest_commands,
+    select,
+    unmapped_scripts,
 )
 from xlamigrate.verify.runs import (
     RunResult,
@@ -125,7 +136,8 @@ def verify(
         with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
             results = {result.label: _named(result, work) for result in pool.map(run, specs)}
     for mode, root in copies.items():  # the copy's paths, as the original's, in its launches
-        launched = tuple(line.replace(root, str(script.parent)) for line in results[mode].launches)
+        original_root = str(project_root(script))
+        launched = tuple(line.replace(root, original_root) for line in results[mode].launches)
         results[mode] = replace(results[mode], launches=launched)
     original = results[ORIGINAL]
     legacy_on = tuple(legacy_flags_on(original.flags))
@@ -215,31 +227,76 @@ _FINDING = re.compile(r":\d+:\d+: XM\d{3} ")
 def _launcher_specs(
     launcher: Path, options: VerifyOptions, shim: Path, work: Path, notes: list[str]
 ) -> tuple[list[RunSpec], list[Rewrite], dict[str, str]]:
-    """The launcher as it is and, per mode, a migrated copy of its folder: each run with its
-    launch commands intercepted (one local process) and logged."""
+    """The launcher as it is and, per mode, a migrated copy of the project: each run with its
+    launch commands intercepted (one local process) and logged. A manifest (YAML, Dockerfile)
+    runs as the shell launcher of the container that `--` names."""
     shims = install_launch_shims(work / "launch-shims")
+    manifest = is_manifest(launcher)
 
     def spec(label: str, script: Path, cwd: Path, env: dict[str, str]) -> RunSpec:
         log = work / f"launches-{label}.log"
+        args = options.args
+        if manifest:  # its container's command, environment and paths, as a shell launcher
+            command = _container(script, options.args, notes if label == ORIGINAL else None)
+            script = work / f"{label}-{launcher.name}.sh"
+            script.write_text(launcher_text(command, cwd, _display(launcher)), encoding="utf-8")
+            args = ()
         return RunSpec(
-            label=label, script=script, args=options.args, cwd=cwd,
+            label=label, script=script, args=args, cwd=cwd,
             env=launch_environment(env, shims, log), records=work / "records" / label,
             steps=options.steps, timeout=options.timeout, interpreter="bash", launch_log=log,
         )  # fmt: skip
 
     original_env = run_environment(os.environ, [shim], options.legacy_env or {})
-    specs = [spec(ORIGINAL, launcher, Path.cwd(), original_env)]
+    cwd = project_root(launcher) if manifest else Path.cwd()
+    specs = [spec(ORIGINAL, launcher, cwd, original_env)]
     rewrites, copies = [], {}
+    manual: dict[str, list[str]] = {}  # a finding left for manual work, and the modes it is in
     for mode in options.modes:
         copy = migrated_copy(launcher, mode, work, options.target)
-        copies[mode] = str(copy.launcher.parent)
+        copies[mode] = str(copy.root)
         text = copy.launcher.read_bytes()
         rewrites.append(Rewrite(mode, text, text != launcher.read_bytes()))
         for line in copy.output.splitlines():
             if _FINDING.search(line) and "[fix: manual]" in line:
-                notes.append(f"left for manual work ({mode}): {line}")
-        specs.append(spec(mode, copy.launcher, copy.cwd, run_environment(os.environ, [shim])))
+                manual.setdefault(line, []).append(mode)
+        cwd = copy.root if manifest else copy.cwd
+        specs.append(spec(mode, copy.launcher, cwd, run_environment(os.environ, [shim])))
+    notes.extend(
+        f"left for manual work ({', '.join(modes)}): {line}" for line, modes in manual.items()
+    )
     return specs, rewrites, copies
+
+
+def _container(manifest: Path, words: tuple[str, ...], notes: list[str] | None) -> ContainerCommand:
+    """The command of the manifest's container that `words` selects (a Dockerfile: the image's,
+    `words` replacing its CMD)."""
+    where = _display(manifest)
+    try:
+        commands = manifest_commands(manifest, words)
+    except (ManifestError, OSError, UnicodeDecodeError) as error:
+        raise VerifyError(f"{where}: {error}") from error
+    if is_dockerfile(manifest):
+        (command,) = commands
+    elif len(words) > 1:
+        raise VerifyError(f"{where}: after `--`, name one container (not its arguments)")
+    else:
+        try:
+            command = select(commands, words, where)
+        except ManifestError as error:
+            raise VerifyError(str(error)) from error
+    if notes is not None:  # the original's: checked once
+        missing = unmapped_scripts(command, project_root(manifest))
+        if missing:
+            raise VerifyError(
+                f"{where}: {command.name} runs {missing[0]}, a path in the image that no file of "
+                "this project ends with: run verify from the project's folder"
+            )
+        for name in command.unknown:
+            notes.append(
+                f"{command.name} runs without {name} here: its value is set in the cluster"
+            )
+    return command
 
 
 def _original_spec(script: Path, options: VerifyOptions, shim: Path, work: Path) -> RunSpec:

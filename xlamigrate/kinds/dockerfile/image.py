@@ -5,6 +5,7 @@ the launch model from ENTRYPOINT and CMD as Docker combines them."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from xlamigrate.kinds.dockerfile.execform import exec_words
 from xlamigrate.kinds.dockerfile.parse import Instruction, from_stage
@@ -15,52 +16,91 @@ from xlamigrate.kinds.shell.analysis import launches
 _SHELL = (Embedded.whole("/bin/sh"), Embedded.whole("-c"))  # what runs a shell-form command
 
 
-def image_scripts(instructions: Sequence[Instruction]) -> list[tuple[str, ...]]:
-    """Per instruction, the scripts its stage's environment reaches."""
-    stage_of: list[int] = []
-    names: list[str] = []
-    bases: list[int | None] = []
-    commands: list[dict[str, Instruction]] = []
-    for instruction in instructions:
-        if instruction.keyword == "FROM" and not instruction.onbuild:
-            image, name = from_stage(instruction)
-            bases.append(names.index(image) if image in names else None)
-            names.append(name)
-            commands.append({})
-        elif instruction.keyword in ("CMD", "ENTRYPOINT") and commands and not instruction.onbuild:
-            commands[-1][instruction.keyword] = instruction
-        stage_of.append(len(commands) - 1)
+@dataclass
+class Stages:
+    """The build stages of a Dockerfile: each one's base stage (FROM an earlier stage's name),
+    its own CMD/ENTRYPOINT and ENV/WORKDIR instructions, and the stage of every instruction."""
 
-    def effective(stage: int, keyword: str) -> Instruction | None:
-        own = commands[stage]
+    stage_of: list[int] = field(default_factory=list)
+    bases: list[int | None] = field(default_factory=list)
+    commands: list[dict[str, Instruction]] = field(default_factory=list)
+    settings: list[list[Instruction]] = field(default_factory=list)  # ENV and WORKDIR, in order
+
+    @classmethod
+    def of(cls, instructions: Sequence[Instruction]) -> Stages:
+        stages = cls()
+        names: list[str] = []
+        for instruction in instructions:
+            if instruction.keyword == "FROM" and not instruction.onbuild:
+                image, name = from_stage(instruction)
+                stages.bases.append(names.index(image) if image in names else None)
+                names.append(name)
+                stages.commands.append({})
+                stages.settings.append([])
+            elif stages.commands and not instruction.onbuild:
+                if instruction.keyword in ("CMD", "ENTRYPOINT"):
+                    stages.commands[-1][instruction.keyword] = instruction
+                elif instruction.keyword in ("ENV", "WORKDIR"):
+                    stages.settings[-1].append(instruction)
+            stages.stage_of.append(len(stages.commands) - 1)
+        return stages
+
+    def effective(self, stage: int, keyword: str) -> Instruction | None:
+        """The CMD or ENTRYPOINT an image of `stage` runs (its own, or its base's)."""
+        own = self.commands[stage]
         if keyword in own:
             return own[keyword]
         if keyword == "CMD" and "ENTRYPOINT" in own:
             return None  # a stage's ENTRYPOINT resets the CMD it inherits
-        base = bases[stage]
-        return None if base is None else effective(base, keyword)
+        base = self.bases[stage]
+        return None if base is None else self.effective(base, keyword)
 
-    def inherits(stage: int, ancestor: int) -> bool:
+    def inherits(self, stage: int, ancestor: int) -> bool:
         base: int | None = stage
         while base is not None:
             if base == ancestor:
                 return True
-            base = bases[base]
+            base = self.bases[base]
         return False
 
-    runs = [_scripts(effective(s, "ENTRYPOINT"), effective(s, "CMD")) for s in range(len(commands))]
+    def inherited_settings(self, stage: int) -> list[Instruction]:
+        """The ENV and WORKDIR instructions an image of `stage` has, its bases' first."""
+        base = self.bases[stage]
+        return [*(self.inherited_settings(base) if base is not None else ()), *self.settings[stage]]
+
+
+def image_scripts(instructions: Sequence[Instruction]) -> list[tuple[str, ...]]:
+    """Per instruction, the scripts its stage's environment reaches."""
+    stages = Stages.of(instructions)
+    count = len(stages.commands)
+    runs = [
+        _scripts(stages.effective(s, "ENTRYPOINT"), stages.effective(s, "CMD"))
+        for s in range(count)
+    ]
     per_stage = [
         tuple(
             dict.fromkeys(
                 script
-                for other in range(len(commands))
-                if inherits(other, stage)
+                for other in range(count)
+                if stages.inherits(other, stage)
                 for script in runs[other]
             )
         )
-        for stage in range(len(commands))
+        for stage in range(count)
     ]
-    return [per_stage[stage] if stage >= 0 else () for stage in stage_of]
+    return [per_stage[stage] if stage >= 0 else () for stage in stages.stage_of]
+
+
+def image_argv(
+    entrypoint: Instruction | None, command: Instruction | None, arguments: Sequence[str] = ()
+) -> list[str]:
+    """The argv of a container of the image, as Docker combines ENTRYPOINT and CMD (`arguments`,
+    given to `docker run`, replace CMD); a shell form runs under `/bin/sh -c`."""
+    tail = list(arguments) if arguments else [w.text for w in _argv(command)] if command else []
+    if entrypoint is None:
+        return tail
+    words = [word.text for word in _argv(entrypoint)]
+    return words + tail if exec_words(entrypoint.args) is not None else words
 
 
 def _scripts(entrypoint: Instruction | None, command: Instruction | None) -> tuple[str, ...]:
