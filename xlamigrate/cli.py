@@ -6,6 +6,7 @@ Exit codes (as ruff): 0 nothing found, 1 findings or files that could not be che
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -21,6 +22,9 @@ from xlamigrate.config import ConfigError, Settings, load_settings
 from xlamigrate.model import FileError, RewriteReport, ScanReport
 from xlamigrate.recipes import DEFAULT_MODE, MODES
 from xlamigrate.request import DEFAULT_SIGNAL, RewriteRequest
+
+if TYPE_CHECKING:
+    from xlamigrate.progress import Progress
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 SUMMARY = (
@@ -154,7 +158,8 @@ def scan(
             typer.echo(
                 f"xlamigrate: skipped {skipped}: not a file kind xlamigrate checks", err=True
             )
-        report = scan_paths(targets, settings, catalogue, jobs=jobs or None, discovery=discovery)
+        with _progress(output_format is OutputFormat.text) as progress:
+            report = scan_paths(targets, settings, catalogue, jobs or None, discovery, progress)
     if statistics:
         from xlamigrate.report.statistics import render_statistics
 
@@ -165,6 +170,14 @@ def scan(
         _print_report(report, catalogue, output_format)
     code = EXIT_FINDINGS if report.has_problems and not exit_zero else EXIT_CLEAN
     raise typer.Exit(code)
+
+
+def _progress(human: bool) -> contextlib.AbstractContextManager[Progress]:
+    """A progress bar on a terminal's stderr for a long run in a human format; else nothing."""
+    from xlamigrate.progress import SILENT, for_terminal
+
+    bar = for_terminal(human)
+    return bar if bar is not None else contextlib.nullcontext(SILENT)
 
 
 def _stdin_source(
@@ -344,7 +357,10 @@ def rewrite(
     discovery = discover(targets, settings)
     if discovery.missing:
         _fail(f"no such file or directory: {', '.join(discovery.missing)}")
-    report = rewrite_paths(targets, settings, catalogue, request, jobs or None, discovery)
+    with _progress(output_format is RewriteFormat.text) as progress:
+        report = rewrite_paths(
+            targets, settings, catalogue, request, jobs or None, discovery, progress
+        )
     for skipped in discovery.skipped:
         typer.echo(f"xlamigrate: skipped {skipped}: not a file kind xlamigrate checks", err=True)
     apply = not (diff or check)

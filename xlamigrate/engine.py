@@ -33,6 +33,7 @@ from xlamigrate.model import (
     RewriteReport,
     ScanReport,
 )
+from xlamigrate.progress import SILENT, Progress
 from xlamigrate.project.build import Analysed, ProjectBuilder
 from xlamigrate.project.launchers import launches_with_flag
 from xlamigrate.project.model import Project
@@ -82,6 +83,7 @@ def scan_paths(
     catalogue: Catalogue,
     jobs: int | None = None,
     discovery: Discovery | None = None,
+    progress: Progress = SILENT,
 ) -> ScanReport:
     discovery = discovery if discovery is not None else discover(paths, settings)
     enabled = catalogue.select(settings.select, settings.ignore)
@@ -93,7 +95,8 @@ def scan_paths(
         plan = partial(_rewrite_job, catalogue=catalogue, enabled=enabled, request=request)
         layout.settle(layout.script_jobs([]), plan, jobs)
     task = partial(_scan_job, catalogue=catalogue, enabled=enabled)
-    scanned = _run(layout.with_contexts(work, request.mode), task, jobs, "scan")
+    progress.start(len(work), "scanning")
+    scanned = _run(layout.with_contexts(work, request.mode), task, jobs, "scan", progress)
     results = [FileResult(e.path, errors=(e,)) for e in unreadable] + scanned
     return replace(_report(len(discovery.files), len(work), results), launches=layout.edges())
 
@@ -105,6 +108,7 @@ def rewrite_paths(
     request: RewriteRequest,
     jobs: int | None = None,
     discovery: Discovery | None = None,
+    progress: Progress = SILENT,
 ) -> RewriteReport:
     """Plans the rewrite of every flagged file and every script a launcher of the project
     starts with a legacy flag; writes nothing (the caller decides).
@@ -117,9 +121,11 @@ def rewrite_paths(
     work, unreadable = _flagged_files(discovery, catalogue)
     layout = _Layout.of(work, discovery, settings, catalogue, request, jobs)
     task = partial(_rewrite_job, catalogue=catalogue, enabled=enabled, request=request)
-    planned = layout.settle(layout.python_jobs(work, unreadable), task, jobs)
+    scripts = layout.python_jobs(work, unreadable)
     others = [job for job in work if job.kind not in _SCRIPT_KINDS]
-    planned += _run(layout.with_contexts(others), task, jobs, "rewrite")
+    progress.start(len(scripts) + len(others), "rewriting")
+    planned = layout.settle(scripts, task, jobs, progress)
+    planned += _run(layout.with_contexts(others), task, jobs, "rewrite", progress)
     outcomes = sorted(planned, key=lambda outcome: outcome.path)
     errors = [*unreadable, *(e for outcome in outcomes for e in outcome.errors)]
     return RewriteReport(
@@ -193,13 +199,17 @@ class _Layout:
         self.contexts = contexts
 
     def settle(
-        self, scripts: list[_Job], task: Callable[[_Job], RewriteOutcome], jobs: int | None
+        self,
+        scripts: list[_Job],
+        task: Callable[[_Job], RewriteOutcome],
+        jobs: int | None,
+        progress: Progress = SILENT,
     ) -> list[RewriteOutcome]:
         """Plans the scripts; while some launched script cannot take its recipe whole, decides
         again without it (its launchers' writes stay) and replans the scripts that changed.
         Each round only takes recipes away, so it ends."""
         failed: dict[str, str] = {}
-        planned = _run(self.with_contexts(scripts), task, jobs, "rewrite")
+        planned = _run(self.with_contexts(scripts), task, jobs, "rewrite", progress)
         while True:
             newly = {o.path: why for o in planned if (why := self._unapplied(o)) is not None}
             newly = {path: why for path, why in newly.items() if path not in failed}
@@ -324,13 +334,18 @@ def _read(source: SourceFile) -> bytes | FileError:
 
 
 def _run(
-    work: list[_Job], task: Callable[[_Job], _Result], jobs: int | None, name: str
+    work: list[_Job],
+    task: Callable[[_Job], _Result],
+    jobs: int | None,
+    name: str,
+    progress: Progress = SILENT,
 ) -> list[_Result]:
     """`task` ("scan" or "rewrite") of every job: in this process, or in a pool when there is
-    enough to parse. What the kinds need for it is imported once before forking the workers."""
+    enough to parse. What the kinds need for it is imported once before forking the workers.
+    `progress` hears of each job done."""
     workers = min(jobs or os.cpu_count() or 1, len(work))
     if workers <= 1 or sum(len(job.data) for job in work) < _POOL_MIN_BYTES:
-        return [task(job) for job in work]
+        return [_advanced(task(job), progress) for job in work]
     context = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
     if context.get_start_method() == "fork":
         for kind in sorted({job.kind for job in work}):
@@ -339,7 +354,12 @@ def _run(
     with ProcessPoolExecutor(
         max_workers=workers, mp_context=context, initializer=_exit_with, initargs=(os.getpid(),)
     ) as pool:
-        return list(pool.map(task, work, chunksize=chunksize))
+        return [_advanced(r, progress) for r in pool.map(task, work, chunksize=chunksize)]
+
+
+def _advanced(result: _Result, progress: Progress) -> _Result:
+    progress.advance()
+    return result
 
 
 def _exit_with(parent: int) -> None:

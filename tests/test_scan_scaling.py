@@ -1,0 +1,65 @@
+"""The cost of scanning one flagged Python file grows linearly with its size: a generated file of
+20,000 lines takes about ten times as long as one of 2,000 (a ratio, measured in one process,
+not a wall-time bound). A step that is quadratic in the file's size (a line count from the
+start of the file at every finding, a rescan of the module per node) makes it ~100 times."""
+
+from __future__ import annotations
+
+import time
+
+from xlamigrate.catalogue import load_catalogue
+from xlamigrate.engine import scan_source
+
+LINEAR_RATIO_LIMIT = 20.0  # linear: ~10; n log n: ~13; quadratic: ~100
+
+
+def generated_module(lines: int) -> bytes:
+    """A flag written at the top, a training loop at the bottom, `lines` lines in all: many small
+    functions in between, the shape of generated kernels or model zoos."""
+    head = ["import os", "", 'os.environ["XLA_USE_BF16"] = "1"', "import torch", ""]
+    tail = [
+        "",
+        "def main():",
+        "    model = torch.nn.Linear(4, 4)",
+        "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)",
+        "    for step in range(3):",
+        "        loss = model(torch.randn(2, 4)).sum()",
+        "        loss.backward()",
+        "        optimizer.step()",
+    ]
+    body: list[str] = []
+    index = 0
+    while len(head) + len(body) + len(tail) < lines:
+        body += [
+            f"def layer_{index}(x, scale={index}, bias=None):",
+            f'    """Layer {index}."""',
+            "    y = torch.relu(x) * scale",
+            "    if bias is not None:",
+            "        y = y + bias",
+            "    return y",
+            "",
+        ]
+        index += 1
+    text = "\n".join([*head, *body][: lines - len(tail)] + tail) + "\n"
+    return text.encode()
+
+
+def scan_seconds(data: bytes) -> float:
+    catalogue = load_catalogue()
+    enabled = catalogue.select()
+    best = float("inf")
+    for _ in range(2):  # the faster of two: a scheduler hiccup is not the file's cost
+        started = time.perf_counter()
+        result = scan_source("generated.py", data, "python", catalogue, enabled)
+        best = min(best, time.perf_counter() - started)
+    assert [f.code for f in result.findings] == ["XM101"]  # the whole file was analysed
+    return best
+
+
+def test_a_flagged_file_scans_in_time_linear_in_its_size() -> None:
+    small, large = generated_module(2_000), generated_module(20_000)
+    assert small.count(b"\n") == 2_000 and large.count(b"\n") == 20_000
+    scan_seconds(small)  # imports and caches warmed
+    ratio = scan_seconds(large) / scan_seconds(small)
+    print(f"20,000 lines / 2,000 lines: {ratio:.1f}x the time")
+    assert ratio < LINEAR_RATIO_LIMIT
