@@ -20,19 +20,6 @@ from xlamigrate.kinds.textaccess import LineIndex, hash_comments
 from xlamigrate.model import Finding
 from xlamigrate.suppression import is_suppressed, parse_suppressions
 
-# Calls whose first argument is a shell command line: always, or with `shell=True`.
-ALWAYS_SHELL = frozenset(
-    {
-        "os.system", "os.popen", "subprocess.getoutput", "subprocess.getstatusoutput",
-        "asyncio.create_subprocess_shell",
-    }
-)  # fmt: skip
-SHELL_WHEN_ASKED = frozenset(
-    {
-        "subprocess.run", "subprocess.call", "subprocess.check_call", "subprocess.check_output",
-        "subprocess.Popen",
-    }
-)  # fmt: skip
 _WHERE = "in a shell command string xlamigrate cannot follow (review what it runs)"
 _ESCAPE = re.compile(
     r"\\(?:\n|[\\'\"abfnrtv]|[0-7]{1,3}|x[0-9A-Fa-f]{2}|u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|N\{[^}]*\})"

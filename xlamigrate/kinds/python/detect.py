@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-
-import libcst as cst
-from libcst.metadata import CodeRange
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.findings import MENTION_RULE, access_findings
 from xlamigrate.kinds.python.envaccess import EnvAccess, EnvAccessAnalysis, FlagMention
 from xlamigrate.model import Finding, Fix, Span
+
+if TYPE_CHECKING:
+    import libcst as cst
+    from libcst.metadata import CodeRange
 
 _MENTION_PHRASE = {
     "string": "{variable} named in a string",
@@ -22,15 +24,14 @@ _MENTION_PHRASE = {
 def classified(
     path: str,
     analysis: EnvAccessAnalysis,
-    positions: Mapping[cst.CSTNode, CodeRange],
+    span: Callable[[Any], Span],
     catalogue: Catalogue,
 ) -> Iterator[tuple[EnvAccess | FlagMention, Finding]]:
-    """Each access or mention of a legacy flag with its finding (the rewriter needs both)."""
-    yield from access_findings(
-        path, analysis.accesses, lambda access: span_of(access.node, positions), catalogue
-    )
+    """Each access or mention of a legacy flag with its finding (the rewriter needs both);
+    `span` says where a node of the analysis is."""
+    yield from access_findings(path, analysis.accesses, lambda access: span(access.node), catalogue)
     for mention in analysis.mentions:
-        yield mention, _mention_finding(path, mention, positions, catalogue)
+        yield mention, _mention_finding(path, mention, span(mention.node), catalogue)
 
 
 def span_of(node: cst.CSTNode, positions: Mapping[cst.CSTNode, CodeRange]) -> Span:
@@ -44,12 +45,7 @@ def span_of(node: cst.CSTNode, positions: Mapping[cst.CSTNode, CodeRange]) -> Sp
     )
 
 
-def _mention_finding(
-    path: str,
-    mention: FlagMention,
-    positions: Mapping[cst.CSTNode, CodeRange],
-    catalogue: Catalogue,
-) -> Finding:
+def _mention_finding(path: str, mention: FlagMention, span: Span, catalogue: Catalogue) -> Finding:
     rule = catalogue.rule(MENTION_RULE)
     value = mention.value
     literal = value.literal if value else None
@@ -59,7 +55,7 @@ def _mention_finding(
     return Finding(
         code=rule.code,
         path=path,
-        span=span_of(mention.node, positions),
+        span=span,
         severity=rule.severity,
         message=rule.message.format(subject=subject),
         variable=mention.variable,

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import libcst as cst
-from libcst.metadata import MetadataWrapper
+if TYPE_CHECKING:
+    import ast
+
+    import libcst as cst
+    from libcst.metadata import MetadataWrapper
 
 from xlamigrate.flagvalue import FlagValue
 from xlamigrate.model import Access, Target
@@ -72,4 +75,16 @@ def analyse_env_accesses(
 
     walker = EnvWalker(frozenset(flags), frozenset(also))
     wrapper.visit(walker)
+    return resolve_walk(walker)
+
+
+def analyse_module_env_accesses(
+    module: ast.Module, source: str, flags: Collection[str], also: Collection[str] = ()
+) -> EnvAccessAnalysis:
+    """The same analysis of the standard library's `ast` tree of `source` (the scan's: no
+    libcst import, no metadata passes); its nodes are ast's (a dict item: astwalk.DictItem)."""
+    from xlamigrate.kinds.python.astwalk import AstEnvWalker
+    from xlamigrate.kinds.python.envresolve import resolve_walk
+
+    walker = AstEnvWalker(module, source, frozenset(flags), frozenset(also))
     return resolve_walk(walker)

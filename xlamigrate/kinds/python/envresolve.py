@@ -1,30 +1,31 @@
 """Resolution of a walk: follows aliases, env-dict sinks, module constants and same-file helpers
-to the flag each raw access names; what names a flag but resolves to nothing is a mention."""
+to the flag each raw access names; what names a flag but resolves to nothing is a mention. The
+walk is libcst's (envwalk.py) or ast's (astwalk.py): what the resolver asks of its nodes goes
+through the walk's `syntax`."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-
-import libcst as cst
+from typing import Any
 
 from xlamigrate.flagvalue import FlagValue
 from xlamigrate.kinds.python.envaccess import EnvAccess, EnvAccessAnalysis, FlagMention, Form
-from xlamigrate.kinds.python.envwalk import (
+from xlamigrate.kinds.python.envraw import (
     Environ,
-    EnvWalker,
-    FunctionInfo,
+    Function,
     HelperCall,
     KwargsForward,
     Named,
     RawAccess,
     Receiver,
+    Syntax,
 )
-from xlamigrate.kinds.python.literals import static_value, string_value
 from xlamigrate.model import Access, Target
 
 
-def resolve_walk(walk: EnvWalker) -> EnvAccessAnalysis:
+def resolve_walk(walk: Any) -> EnvAccessAnalysis:
+    """The accesses and mentions of a finished walk (an EnvWalker or an AstEnvWalker)."""
     return _Resolver(walk).resolve()
 
 
@@ -37,18 +38,19 @@ class _Param:
 class _Helper:
     """A same-file function that accesses the variable named by one of its parameters."""
 
-    function: FunctionInfo
+    function: Function
     kind: Access
     target: Target
     key_param: str
-    value: cst.BaseExpression | None
+    value: Any
 
 
 class _Resolver:
-    def __init__(self, walk: EnvWalker) -> None:
+    def __init__(self, walk: Any) -> None:
         self.walk = walk
+        self.syntax: Syntax = walk.syntax
         self.accesses: list[EnvAccess] = []
-        self.consumed: set[cst.CSTNode] = set()
+        self.consumed: set[Any] = set()
         self.helpers: dict[tuple[str, bool], _Helper] = {}
         self.constant_values = {name: c.value for name, c in walk.constants.items()}
 
@@ -76,7 +78,8 @@ class _Resolver:
             visited.add(id(scope))
             key = (scope, receiver.name)
             if key in self.walk.aliases:
-                return self.walk.aliases[key]
+                alias: Target = self.walk.aliases[key]
+                return alias
             if key in self.walk.sinks:
                 sink = self.walk.sinks[key]
                 target = self._target(sink, seen | {receiver})
@@ -85,40 +88,41 @@ class _Resolver:
             scope = scope.parent
         return None
 
-    def _key(
-        self, key: cst.BaseExpression | str, function: FunctionInfo | None
-    ) -> tuple[str, cst.CSTNode | None] | _Param | None:
+    def _key(self, key: Any, function: Function | None) -> tuple[str, Any] | _Param | None:
         """The variable a key names (and the literal that names it), or the parameter it is."""
         if isinstance(key, str):
             return key, None
-        text = string_value(key)
+        text = self.syntax.string_value(key)
         if text is not None:
             return text, key
-        if isinstance(key, cst.Name):
-            if function is not None and key.value in function.keyword_names():
-                return _Param(key.value)
-            constant = self.walk.constants.get(key.value)
+        name = self.syntax.name(key)
+        if name is not None:
+            if function is not None and name in function.keyword_names():
+                return _Param(name)
+            constant = self.walk.constants.get(name)
             if constant is not None:
                 return constant.value, constant.literal
         return None
 
-    def _value(self, expr: cst.BaseExpression | None) -> FlagValue:
-        return static_value(expr, self.constant_values) if expr is not None else FlagValue.unknown()
+    def _value(self, expr: Any) -> FlagValue:
+        if expr is None:
+            return FlagValue.unknown()
+        return self.syntax.static_value(expr, self.constant_values)
 
     def _emit(
         self,
         variable: str,
-        literal: cst.CSTNode | None,
+        literal: Any,
         kind: Access,
         target: Target,
         form: Form,
-        value: cst.BaseExpression | None,
-        node: cst.CSTNode,
+        value: Any,
+        node: Any,
         via: str | None = None,
     ) -> None:
         if literal is not None:
             self.consumed.add(literal)
-        if isinstance(node, cst.Arg):
+        if self.syntax.is_argument(node):
             self.consumed.add(node)
         flag_value = self._value(value) if kind == "write" else None
         self.accesses.append(
@@ -161,7 +165,7 @@ class _Resolver:
                     progress = True
 
     def _helper_call(self, call: HelperCall, helper: _Helper) -> None:
-        bound = _bind(call.node, helper.function)
+        bound = self._bind(call.node, helper.function)
         key_expr = bound.get(helper.key_param)
         if key_expr is None:
             return
@@ -174,8 +178,9 @@ class _Resolver:
         if key is None or key[0] not in self.walk.tracked:
             return
         value = helper.value
-        if isinstance(value, cst.Name) and value.value in helper.function.keyword_names():
-            value = bound.get(value.value)
+        name = self.syntax.name(value) if value is not None else None
+        if name is not None and name in helper.function.keyword_names():
+            value = bound.get(name)
         variable, literal = key
         self._emit(
             variable, literal, helper.kind, helper.target, "helper", value, call.node,
@@ -187,11 +192,26 @@ class _Resolver:
         if target is None:
             return
         named = forward.function.keyword_names()
-        for arg in call.node.args:
-            keyword = arg.keyword.value if arg.keyword is not None else None
+        for keyword, value, _, arg in self.syntax.arguments(call.node):
             if keyword is not None and keyword in self.walk.tracked and keyword not in named:
-                self._emit(keyword, None, "write", target, "helper", arg.value, arg,
+                self._emit(keyword, None, "write", target, "helper", value, arg,
                            via=forward.function.name)  # fmt: skip
+
+    def _bind(self, call: Any, function: Function) -> dict[str, Any]:
+        """Maps a call's arguments to the helper's parameter names (no *args/**kwargs
+        expansion)."""
+        bound: dict[str, Any] = {}
+        positional = function.positional()
+        index = 0
+        for keyword, value, starred, _ in self.syntax.arguments(call):
+            if starred:
+                continue
+            if keyword is not None:
+                bound[keyword] = value
+            elif index < len(positional):
+                bound[positional[index]] = value
+                index += 1
+        return bound
 
     # -- what is left: mentions ----------------------------------------------------------------
 
@@ -201,25 +221,10 @@ class _Resolver:
             if node not in self.consumed:
                 yield FlagMention(variable, "string", None, node)
         for arg in walk.flag_keywords:
-            if arg not in self.consumed and arg.keyword is not None:
-                value = static_value(arg.value, self.constant_values)
-                yield FlagMention(arg.keyword.value, "keyword", value, arg)
+            keyword = self.syntax.keyword(arg)
+            if arg not in self.consumed and keyword is not None:
+                value = self.syntax.static_value(keyword[1], self.constant_values)
+                yield FlagMention(keyword[0], "keyword", value, arg)
         for node, variable, text in walk.shell_strings:
             value = FlagValue((text.strip("'\""),)) if "\0" not in text else FlagValue.unknown()
             yield FlagMention(variable, "shell-assignment", value, node)
-
-
-def _bind(call: cst.Call, function: FunctionInfo) -> dict[str, cst.BaseExpression]:
-    """Maps a call's arguments to the helper's parameter names (no *args/**kwargs expansion)."""
-    bound: dict[str, cst.BaseExpression] = {}
-    positional = function.positional()
-    index = 0
-    for arg in call.args:
-        if arg.star:
-            continue
-        if arg.keyword is not None:
-            bound[arg.keyword.value] = arg.value
-        elif index < len(positional):
-            bound[positional[index]] = arg.value
-            index += 1
-    return bound

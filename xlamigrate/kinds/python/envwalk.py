@@ -4,19 +4,31 @@ expressions, to be resolved once the whole file has been seen (see envresolve.py
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import libcst as cst
 from libcst.metadata import Scope, ScopeProvider
 
+from xlamigrate.flagvalue import FlagValue
 from xlamigrate.kinds.launch import launch
-from xlamigrate.kinds.python.commands import ALWAYS_SHELL, SHELL_WHEN_ASKED
 from xlamigrate.kinds.python.envaccess import Form
-from xlamigrate.kinds.python.literals import string_value
+from xlamigrate.kinds.python.envraw import (
+    ALWAYS_SHELL,
+    ENVIRON,
+    SHELL_WHEN_ASKED,
+    Constant,
+    Environ,
+    HelperCall,
+    KwargsForward,
+    Named,
+    RawAccess,
+    Receiver,
+)
+from xlamigrate.kinds.python.literals import static_value, string_value
 from xlamigrate.model import Access, Target
 
-ENVIRON = "os.environ"
 _ENV_FUNCTIONS: dict[str, Access] = {
     "os.getenv": "read",
     "os.putenv": "write",
@@ -26,24 +38,6 @@ _MAPPING_METHODS: dict[str, Access] = {"setdefault": "write", "get": "read", "po
 _COPY_FUNCTIONS = {"builtins.dict", "dict", "copy.copy", "copy.deepcopy"}
 _SELF_NAMES = {"self", "cls"}
 _STRINGS = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
-
-
-@dataclass(frozen=True)
-class Environ:
-    """`os.environ` itself (process) or a fresh copy of it (child)."""
-
-    target: Target
-
-
-@dataclass(frozen=True)
-class Named:
-    """A local name used as a mapping; whether it is an environment is decided after the walk."""
-
-    scope: Scope | None
-    name: str
-
-
-Receiver = Environ | Named
 
 
 @dataclass(frozen=True)
@@ -77,38 +71,31 @@ class FunctionInfo:
         )
 
 
-@dataclass(frozen=True)
-class RawAccess:
-    kind: Access
-    receiver: Receiver
-    key: cst.BaseExpression | str  # a str when the key is a keyword argument's name
-    value: cst.BaseExpression | None
-    node: cst.CSTNode
-    form: Form
-    function: FunctionInfo | None
-    target: Target | None = None  # overrides the receiver's target (tests patch os.environ)
+class CstSyntax:
+    """The questions asked of libcst's nodes."""
 
+    def string_value(self, node: Any) -> str | None:
+        return string_value(node)
 
-@dataclass(frozen=True)
-class KwargsForward:
-    """`os.environ.update(kw)` inside `def f(**kw)`: keyword arguments of calls to f are writes."""
+    def static_value(self, node: Any, constants: Mapping[str, str]) -> FlagValue:
+        return static_value(node, constants)
 
-    receiver: Receiver
-    function: FunctionInfo
+    def name(self, node: Any) -> str | None:
+        return node.value if isinstance(node, cst.Name) else None
 
+    def is_argument(self, node: Any) -> bool:
+        return isinstance(node, cst.Arg)
 
-@dataclass(frozen=True)
-class HelperCall:
-    name: str
-    via_self: bool
-    node: cst.Call
-    function: FunctionInfo | None
+    def keyword(self, node: Any) -> tuple[str, Any] | None:
+        if isinstance(node, cst.Arg) and node.keyword is not None:
+            return node.keyword.value, node.value
+        return None
 
-
-@dataclass(frozen=True)
-class Constant:
-    value: str
-    literal: cst.CSTNode
+    def arguments(self, call: Any) -> list[tuple[str | None, Any, bool, Any]]:
+        return [
+            (arg.keyword.value if arg.keyword is not None else None, arg.value, bool(arg.star), arg)
+            for arg in call.args
+        ]
 
 
 ScopedName = tuple[Scope | None, str]
@@ -121,6 +108,7 @@ class EnvWalker(cst.CSTVisitor):
 
     def __init__(self, flags: frozenset[str], also: frozenset[str] = frozenset()) -> None:
         super().__init__()
+        self.syntax = CstSyntax()
         self.flags = flags  # named anywhere, they are findings (mentions included)
         self.tracked = flags | also  # their accesses are resolved (also: the recipes' variables)
         self.shell_pattern = re.compile(

@@ -74,7 +74,9 @@ def rewrite_python(
         wrapper, catalogue.flags, also=(STOCHASTIC_ROUNDING, NEURON_CC_FLAGS)
     )
     pairs = kept_for_children(
-        reported(path, wrapper, analysis, catalogue, enabled), context, analysis.children
+        reported(path, parsed.code, analysis, _span_in(wrapper), catalogue, enabled),
+        context,
+        analysis.children,
     )
     # shell command lines run child processes: reported for a hand edit, never rewritten here
     commands = command_findings(path, wrapper, analysis.commands, catalogue, enabled)
@@ -113,6 +115,11 @@ def rewrite_python(
         )
         return RewriteOutcome(path, data, None, errors=(error,))
     return RewriteOutcome(path, data, rewritten, fixed, remaining)
+
+
+def _span_in(wrapper: MetadataWrapper) -> Callable[[cst.CSTNode], Span]:
+    positions = wrapper.resolve(PositionProvider)
+    return lambda node: span_of(node, positions)
 
 
 def kept_for_recipe(

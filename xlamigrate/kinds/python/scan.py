@@ -1,30 +1,39 @@
-"""Scans one Python file's bytes: parse once, analyse once, filter by selection and noqa."""
+"""Scans one Python file's bytes: parse once, analyse once, filter by selection and noqa.
+
+The analysis runs on the standard library's `ast` (the C parser, scopes and positions read off
+its nodes: astwalk.py). libcst is loaded only for what still needs its tree: shell command
+strings (mapped character by character into the file), the reads a project's recipe resolves,
+and the file's own enabling writes, whose fix depends on whether the rewriter can put their
+recipe in whole; those files are scanned on libcst from the start."""
 
 from __future__ import annotations
 
+import ast
 import io
 import tokenize
-from collections.abc import Iterator
+import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import replace
-
-import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+from typing import TYPE_CHECKING, Any
 
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.findings import with_note
 from xlamigrate.flagvalue import RECIPE_FLAGS
-from xlamigrate.kinds.python.commands import command_findings
 from xlamigrate.kinds.python.detect import classified
 from xlamigrate.kinds.python.envaccess import (
     EnvAccess,
     EnvAccessAnalysis,
     FlagMention,
-    analyse_env_accesses,
+    analyse_module_env_accesses,
 )
-from xlamigrate.kinds.python.parse import parse_python
-from xlamigrate.model import FileError, FileResult, Finding, Fix
+from xlamigrate.model import FileError, FileResult, Finding, Fix, Span
 from xlamigrate.request import STANDALONE, FileContext
 from xlamigrate.suppression import is_suppressed, parse_suppressions
+
+if TYPE_CHECKING:
+    pass
+
+Pairs = list[tuple[EnvAccess | FlagMention, Finding]]
 
 
 def scan_python(
@@ -34,12 +43,77 @@ def scan_python(
     enabled: frozenset[str],
     context: FileContext = STANDALONE,
 ) -> FileResult:
+    found = _scan_on_ast(path, data, catalogue, enabled, context)
+    return found if found is not None else _scan_on_libcst(path, data, catalogue, enabled, context)
+
+
+def _scan_on_ast(
+    path: str,
+    data: bytes,
+    catalogue: Catalogue,
+    enabled: frozenset[str],
+    context: FileContext,
+) -> FileResult | None:
+    """The scan on `ast`, or None where the file needs libcst's tree (see the module's doc) or
+    does not parse (libcst's path words the error)."""
+    if b"\0" in data:
+        return None
+    try:
+        source = _decoded(data)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # invalid escape sequences: the compiler's to say
+            module = ast.parse(data)
+    except (SyntaxError, ValueError, UnicodeDecodeError, LookupError, RecursionError, MemoryError):
+        return None
+    from xlamigrate.kinds.python.astpositions import SourceLines
+
+    analysis = analyse_module_env_accesses(module, source, catalogue.flags)
+    if analysis.commands:
+        return None
+    pairs = reported(path, source, analysis, SourceLines(source).span, catalogue, enabled)
+    if _needs_the_rewriter(pairs, context):
+        return None
+    pairs = kept_for_children(pairs, context, analysis.children)
+    return FileResult(path, findings=tuple(sorted((f for _, f in pairs), key=lambda f: f.sort_key)))
+
+
+def _needs_the_rewriter(pairs: Pairs, context: FileContext) -> bool:
+    """Whether a finding's wording or fix depends on the rewriter's plan of the file."""
+    reads = any(isinstance(a, EnvAccess) and a.kind == "read" for a, _ in pairs)
+    if context.reads_against is not None and reads:
+        return True
+    return context.recipe is None and any(_removable_enabling(item, f) for item, f in pairs)
+
+
+def _decoded(data: bytes) -> str:
+    """The file's text, decoded as Python decodes it (PEP 263 cookie, BOM), newlines kept."""
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    return data.decode(encoding)
+
+
+def _scan_on_libcst(
+    path: str,
+    data: bytes,
+    catalogue: Catalogue,
+    enabled: frozenset[str],
+    context: FileContext,
+) -> FileResult:
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    from xlamigrate.kinds.python.commands import command_findings
+    from xlamigrate.kinds.python.detect import span_of
+    from xlamigrate.kinds.python.envaccess import analyse_env_accesses
+    from xlamigrate.kinds.python.parse import parse_python
+
     parsed = parse_python(path, data)
     if isinstance(parsed, FileError):
         return FileResult(path, errors=(parsed,))
     wrapper = MetadataWrapper(parsed, unsafe_skip_copy=True)
     analysis = analyse_env_accesses(wrapper, catalogue.flags)
-    pairs = reported(path, wrapper, analysis, catalogue, enabled)
+    positions = wrapper.resolve(PositionProvider)
+    pairs = reported(
+        path, parsed.code, analysis, lambda node: span_of(node, positions), catalogue, enabled
+    )
     recipe = context.reads_against
     reads = {a.node: f for a, f in pairs if isinstance(a, EnvAccess) and a.kind == "read"}
     if recipe is not None and reads:  # what the rewrite makes of them, as it would say it
@@ -62,21 +136,21 @@ def scan_python(
 
 def reported(
     path: str,
-    wrapper: MetadataWrapper,
+    source: str,
     analysis: EnvAccessAnalysis,
+    span: Callable[[Any], Span],
     catalogue: Catalogue,
     enabled: frozenset[str],
-) -> list[tuple[EnvAccess | FlagMention, Finding]]:
+) -> Pairs:
     """The findings the user asked for: selected codes, not suppressed by a comment."""
-    positions = wrapper.resolve(PositionProvider)
     pairs = [
         (item, finding)
-        for item, finding in classified(path, analysis, positions, catalogue)
+        for item, finding in classified(path, analysis, span, catalogue)
         if finding.code in enabled
     ]
     if not pairs:
         return pairs
-    table = parse_suppressions(_comments(wrapper.module))
+    table = parse_suppressions(_comments(source))
     return [
         (item, finding)
         for item, finding in pairs
@@ -129,9 +203,9 @@ def _enabling_process_write(item: EnvAccess | FlagMention) -> bool:
     )
 
 
-def _comments(module: cst.Module) -> Iterator[tuple[int, str]]:
+def _comments(source: str) -> Iterator[tuple[int, str]]:
     """(line, text) of every comment: tokenize knows a `#` inside a string is not one."""
-    readline = io.StringIO(module.code).readline
+    readline = io.StringIO(source).readline
     try:
         for token in tokenize.generate_tokens(readline):
             if token.type == tokenize.COMMENT:
