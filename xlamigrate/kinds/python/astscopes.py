@@ -54,29 +54,41 @@ class Scope:
 
 
 class Scopes:
-    """The scopes of a module and the scope of each node that opens one (a function's body,
-    a class body, a comprehension) or is found in one."""
+    """The scopes of a module, and every node of it in walk order (pre-order, children in
+    source order) with the scope it is evaluated in and its frame: the innermost `def` or
+    `class` it is inside (a definition's decorators and defaults are in its frame, as libcst's
+    visitors see them). An f-string's text parts are not nodes of the walk: only its
+    placeholders' expressions are."""
 
     def __init__(self, module: ast.Module) -> None:
         self.module = Scope("module", None, "")
         self.opened: dict[int, Scope] = {}  # id of a def, lambda, class or comprehension
-        self._fill(module, self.module)
+        self.order: list[tuple[ast.AST, Scope, ast.AST | None]] = []
+        self._traverse(module)
 
-    def inner(self, node: ast.AST, enclosing: Scope) -> Scope:
-        """The scope `node` opens (its body's), made when it was first seen."""
-        return self.opened.get(id(node), enclosing)
-
-    def _fill(self, root: ast.AST, root_scope: Scope) -> None:
-        stack: list[tuple[ast.AST, Scope]] = [(root, root_scope)]
+    def _traverse(self, root: ast.AST) -> None:
+        order = self.order
+        stack: list[tuple[ast.AST, Scope, ast.AST | None]] = [(root, self.module, None)]
         while stack:
-            node, scope = stack.pop()
-            for child, child_scope in _children(node, scope, self):
-                self._bind(child, child_scope)
-                stack.append((child, child_scope))
+            item = stack.pop()
+            order.append(item)
+            node, scope, frame = item
+            kind = type(node)
+            if kind in _BINDERS:
+                self._bind(node, scope)
+            if kind in _OPENERS:
+                inner_frame = node if kind in _FRAMES else frame
+                children = _children(node, scope, self)
+                stack.extend((child, s, inner_frame) for child, s in reversed(children))
+            else:
+                stack.extend((child, scope, frame) for child in reversed(_child_nodes(node)))
 
     def _bind(self, node: ast.AST, scope: Scope) -> None:
-        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            _target_scope(scope, node.id).bind(node.id)
+        if isinstance(node, ast.Name):
+            if not isinstance(node.ctx, ast.Load):
+                _target_scope(scope, node.id).bind(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            scope.bind(node.name)
         elif isinstance(node, ast.arg):
             scope.bind(node.arg)
         elif isinstance(node, ast.Import):
@@ -90,20 +102,42 @@ class Scopes:
             module = "." * node.level + (node.module or "")
             for alias in node.names:
                 if alias.name != "*":
-                    joined = (
-                        f"{module}.{alias.name}"
-                        if module and module[-1] != "."
-                        else f"{module}{alias.name}"
-                    )
-                    scope.bind(alias.asname or alias.name, joined)
+                    dot = "." if module and module[-1] != "." else ""
+                    scope.bind(alias.asname or alias.name, f"{module}{dot}{alias.name}")
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
             scope.globals.update(node.names)
-        elif (isinstance(node, ast.ExceptHandler) and node.name) or (
-            isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name
-        ):
-            scope.bind(node.name)
+        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)):
+            if node.name:
+                scope.bind(node.name)
         elif isinstance(node, ast.MatchMapping) and node.rest:
             scope.bind(node.rest)
+
+
+_FRAMES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef})
+_OPENERS = frozenset(
+    {*_FRAMES, ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.JoinedStr}
+)
+_BINDERS = frozenset(
+    {
+        ast.Name, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.arg, ast.Import,
+        ast.ImportFrom, ast.Global, ast.Nonlocal, ast.ExceptHandler, ast.MatchAs, ast.MatchStar,
+        ast.MatchMapping,
+    }
+)  # fmt: skip
+# Nodes that carry no code of their own: a Name's Load, an operator.
+_INERT = (ast.expr_context, ast.operator, ast.unaryop, ast.cmpop, ast.boolop)
+
+
+def _child_nodes(node: ast.AST) -> list[ast.AST]:
+    """`ast.iter_child_nodes`, less the inert nodes, as a list."""
+    found: list[ast.AST] = []
+    for name in node._fields:
+        value = getattr(node, name, None)
+        if isinstance(value, list):
+            found.extend(item for item in value if isinstance(item, ast.AST))
+        elif isinstance(value, ast.AST) and not isinstance(value, _INERT):
+            found.append(value)
+    return found
 
 
 def _target_scope(scope: Scope, name: str) -> Scope:
@@ -119,8 +153,8 @@ def _target_scope(scope: Scope, name: str) -> Scope:
 def _children(node: ast.AST, scope: Scope, scopes: Scopes) -> list[tuple[ast.AST, Scope]]:
     """`node`'s children, each with the scope it is evaluated in: a definition's decorators,
     defaults and bases in the enclosing scope, its body (and parameters) in its own."""
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        scope.bind(node.name)
+    if isinstance(node, ast.JoinedStr):
+        return [(expression, scope) for expression in _placeholders(node)]
     if isinstance(node, _FUNCTIONS):
         inner = _open(node, scope, scopes, "function")
         outside: list[ast.AST] = [*node.args.defaults, *filter(None, node.args.kw_defaults)]
@@ -143,7 +177,18 @@ def _children(node: ast.AST, scope: Scope, scopes: Scopes) -> list[tuple[ast.AST
         children += [(generator, inner) for generator in rest]
         elements = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
         return children + [(element, inner) for element in elements]
-    return [(child, scope) for child in ast.iter_child_nodes(node)]
+    return [(child, scope) for child in _child_nodes(node)]
+
+
+def _placeholders(node: ast.JoinedStr) -> list[ast.expr]:
+    """The expressions of an f-string's placeholders, those of format specs included."""
+    found: list[ast.expr] = []
+    for value in node.values:
+        if isinstance(value, ast.FormattedValue):
+            found.append(value.value)
+            if isinstance(value.format_spec, ast.JoinedStr):
+                found.extend(_placeholders(value.format_spec))
+    return found
 
 
 def _open(node: ast.AST, scope: Scope, scopes: Scopes, kind: ScopeKind) -> Scope:
@@ -163,8 +208,3 @@ def _arguments(arguments: ast.arguments) -> list[ast.arg]:
     found = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
     found += [a for a in (arguments.vararg, arguments.kwarg) if a is not None]
     return found
-
-
-def children_in_scope(node: ast.AST, scope: Scope, scopes: Scopes) -> list[tuple[ast.AST, Scope]]:
-    """For a walk: `node`'s children with their scopes (the module's scopes already made)."""
-    return _children(node, scope, scopes)

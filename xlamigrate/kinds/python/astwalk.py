@@ -16,7 +16,7 @@ from typing import Any
 
 from xlamigrate.flagvalue import FlagValue
 from xlamigrate.kinds.launch import launch
-from xlamigrate.kinds.python.astscopes import Scope, Scopes, children_in_scope
+from xlamigrate.kinds.python.astscopes import Scope, Scopes
 from xlamigrate.kinds.python.envaccess import Form
 from xlamigrate.kinds.python.envraw import (
     ALWAYS_SHELL,
@@ -166,9 +166,6 @@ def _is_string(node: ast.AST) -> bool:
     )
 
 
-_EXIT = object()  # marks where the walk leaves a def or a class
-
-
 class AstEnvWalker:
     """Walks an ast module as EnvWalker walks libcst's, recording the same things."""
 
@@ -196,85 +193,98 @@ class AstEnvWalker:
         self.flag_keywords: list[ast.keyword] = []
         self.handled: set[int] = set()  # ids of dicts and calls already turned into raws
         self.stored: set[int] = set()  # ids of subscripts written or deleted, not read
-        self.frames: list[AstFunction | None] = []
         self.scopes = Scopes(module)
         self.scope: Scope = self.scopes.module
-        self._walk(module)
+        self.frame: ast.AST | None = None  # the innermost def or class
+        self.current: AstFunction | None = None  # the innermost def, outside a class body
+        self._walk()
 
     # -- the walk ------------------------------------------------------------------------------
 
-    def _walk(self, module: ast.Module) -> None:
-        stack: list[Any] = [(module, self.scopes.module)]
-        while stack:
-            item = stack.pop()
-            if item is _EXIT:
-                self.frames.pop()
+    def _walk(self) -> None:
+        functions: dict[int, AstFunction] = {}
+        skipped: set[int] = set()  # docstrings' constants
+        visitors = self._visitors
+        for node, scope, frame in self.scopes.order:
+            if id(node) in skipped:
                 continue
-            node, scope = item
             self.scope = scope
-            if not self._visit(node):
-                continue
-            children: list[tuple[ast.AST, Scope]]
-            if isinstance(node, ast.JoinedStr):  # its text parts are not strings of their own
-                children = [(e, scope) for e in _placeholders(node)]
+            self.frame = frame
+            if frame is None or isinstance(frame, ast.ClassDef):
+                self.current = None
             else:
-                children = children_in_scope(node, scope, self.scopes)
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                stack.append(_EXIT)
-            stack.extend(reversed(children))
+                self.current = functions[id(frame)]
+            kind = type(node)
+            if kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
+                is_method = isinstance(frame, ast.ClassDef)
+                functions[id(node)] = AstFunction(node, is_method)  # type: ignore[arg-type]
+            elif kind is ast.Expr:
+                value = node.value  # type: ignore[attr-defined]
+                # a bare string statement is a docstring or documentation: never a finding
+                if isinstance(value, ast.Constant) and isinstance(value.value, (str, bytes)):
+                    skipped.add(id(value))
+            else:
+                visit = visitors.get(kind)
+                if visit is not None:
+                    visit(node)
 
-    def _visit(self, node: ast.AST) -> bool:
-        """Records what `node` holds; False: its children are not walked."""
-        if isinstance(node, ast.ClassDef):
-            self.frames.append(None)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            is_method = bool(self.frames) and self.frames[-1] is None
-            self.frames.append(AstFunction(node, is_method))
-        elif isinstance(node, ast.Expr):
-            value = node.value
-            # a bare string statement is a docstring or documentation: never a finding
-            return not (isinstance(value, ast.Constant) and isinstance(value.value, (str, bytes)))
-        elif isinstance(node, ast.Assign):
-            for target in node.targets:
-                self._assignment(target, node.value)
-        elif isinstance(node, ast.AnnAssign):
-            if node.value is not None:
-                self._assignment(node.target, node.value)
-        elif isinstance(node, ast.AugAssign):
-            if isinstance(node.op, ast.BitOr):
-                receiver = self._receiver(node.target)
-                if receiver is not None:
-                    self._merge_into(receiver, node.value, "update")
-        elif isinstance(node, ast.Delete):
-            for target in node.targets:
-                items = target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
-                for item in items:
-                    if isinstance(item, ast.Subscript):
-                        self.stored.add(id(item))
-                        self._subscript("delete", item, None, "del")
-        elif isinstance(node, ast.Subscript):
-            if id(node) not in self.stored:
-                self._subscript("read", node, None, "subscript")
-        elif isinstance(node, ast.Compare):
-            self._comparison(node)
-        elif isinstance(node, ast.Dict):
-            if id(node) not in self.handled and self._is_environ_copy(node):
-                self._dict_writes(Environ("child"), node, "env-dict")
-        elif isinstance(node, ast.Call):
-            self._call(node)
-        elif isinstance(node, ast.keyword):
-            if node.arg is not None and node.arg in self.flags:
-                self.flag_keywords.append(node)
-        elif isinstance(node, ast.Constant):
-            if isinstance(node.value, (str, bytes)):
-                self._string(node, string_value(node))
-        elif isinstance(node, ast.JoinedStr):
-            self._formatted(node)
-        return True
+    @property
+    def _visitors(self) -> dict[type, Any]:
+        return {
+            ast.Assign: self._visit_assign,
+            ast.AnnAssign: self._visit_ann_assign,
+            ast.AugAssign: self._visit_aug_assign,
+            ast.Delete: self._visit_delete,
+            ast.Subscript: self._visit_subscript,
+            ast.Compare: self._comparison,
+            ast.Dict: self._visit_dict,
+            ast.Call: self._call,
+            ast.keyword: self._visit_keyword,
+            ast.Constant: self._visit_constant,
+            ast.JoinedStr: self._formatted,
+        }
+
+    def _visit_assign(self, node: ast.Assign) -> None:
+        for target in node.targets:
+            self._assignment(target, node.value)
+
+    def _visit_ann_assign(self, node: ast.AnnAssign) -> None:
+        if node.value is not None:
+            self._assignment(node.target, node.value)
+
+    def _visit_aug_assign(self, node: ast.AugAssign) -> None:
+        if isinstance(node.op, ast.BitOr):
+            receiver = self._receiver(node.target)
+            if receiver is not None:
+                self._merge_into(receiver, node.value, "update")
+
+    def _visit_delete(self, node: ast.Delete) -> None:
+        for target in node.targets:
+            items = target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
+            for item in items:
+                if isinstance(item, ast.Subscript):
+                    self.stored.add(id(item))
+                    self._subscript("delete", item, None, "del")
+
+    def _visit_subscript(self, node: ast.Subscript) -> None:
+        if id(node) not in self.stored:
+            self._subscript("read", node, None, "subscript")
+
+    def _visit_dict(self, node: ast.Dict) -> None:
+        if id(node) not in self.handled and self._is_environ_copy(node):
+            self._dict_writes(Environ("child"), node, "env-dict")
+
+    def _visit_keyword(self, node: ast.keyword) -> None:
+        if node.arg is not None and node.arg in self.flags:
+            self.flag_keywords.append(node)
+
+    def _visit_constant(self, node: ast.Constant) -> None:
+        if isinstance(node.value, (str, bytes)):
+            self._string(node, string_value(node))
 
     @property
     def function(self) -> AstFunction | None:
-        return self.frames[-1] if self.frames else None
+        return self.current
 
     # -- environments --------------------------------------------------------------------------
 
@@ -392,7 +402,7 @@ class AstEnvWalker:
             self.aliases[name_key] = kind
         elif isinstance(value, ast.Dict):
             self._dict_writes(Named(*name_key), value, "env-dict")
-        if not self.frames:
+        if self.frame is None:
             self._module_constant(target.id, value)
 
     def _module_constant(self, name: str, value: ast.expr) -> None:
@@ -535,17 +545,6 @@ class AstEnvWalker:
         except (tokenize.TokenError, SyntaxError):
             return False
         return strings > 1
-
-
-def _placeholders(node: ast.JoinedStr) -> list[ast.expr]:
-    """The expressions of an f-string's placeholders, those of format specs included."""
-    found: list[ast.expr] = []
-    for value in node.values:
-        if isinstance(value, ast.FormattedValue):
-            found.append(value.value)
-            if isinstance(value.format_spec, ast.JoinedStr):
-                found.extend(_placeholders(value.format_spec))
-    return found
 
 
 def _first_argument_is_positional(call: ast.Call) -> bool:

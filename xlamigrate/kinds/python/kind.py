@@ -30,9 +30,6 @@ def scan(
 ) -> FileResult:
     from xlamigrate.kinds.python.scan import scan_python
 
-    too_deep = nesting_error(path, data)
-    if too_deep is not None:
-        return FileResult(path, errors=(too_deep,))
     return scan_python(path, data, catalogue, enabled, context or STANDALONE)
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.findings import with_note
 from xlamigrate.flagvalue import RECIPE_FLAGS
+from xlamigrate.kinds.python.astpositions import SourceLines
 from xlamigrate.kinds.python.detect import classified
 from xlamigrate.kinds.python.envaccess import (
     EnvAccess,
@@ -65,8 +66,6 @@ def _scan_on_ast(
             module = ast.parse(data)
     except (SyntaxError, ValueError, UnicodeDecodeError, LookupError, RecursionError, MemoryError):
         return None
-    from xlamigrate.kinds.python.astpositions import SourceLines
-
     analysis = analyse_module_env_accesses(module, source, catalogue.flags)
     if analysis.commands:
         return None
@@ -104,7 +103,11 @@ def _scan_on_libcst(
     from xlamigrate.kinds.python.detect import span_of
     from xlamigrate.kinds.python.envaccess import analyse_env_accesses
     from xlamigrate.kinds.python.parse import parse_python
+    from xlamigrate.nesting import nesting_error
 
+    too_deep = nesting_error(path, data)  # what would crash libcst's parser
+    if too_deep is not None:
+        return FileResult(path, errors=(too_deep,))
     parsed = parse_python(path, data)
     if isinstance(parsed, FileError):
         return FileResult(path, errors=(parsed,))
@@ -149,6 +152,15 @@ def reported(
         if finding.code in enabled
     ]
     if not pairs:
+        return pairs
+    lines = SourceLines(source).lines
+    marked = any(
+        "#" in lines[line - 1]
+        for _, finding in pairs
+        for line in {finding.span.line, finding.span.end_line}
+        if line - 1 < len(lines)
+    )
+    if not marked:  # no comment on a finding's line: nothing suppresses it (no tokenizing)
         return pairs
     table = parse_suppressions(_comments(source))
     return [
