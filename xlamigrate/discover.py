@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -182,12 +183,32 @@ def _excluded(absolute: str, root: str, excludes: pathspec.GitIgnoreSpec, is_dir
     return excludes.match_file(relative + "/" if is_dir else relative)
 
 
+def _any_pattern(spec: pathspec.GitIgnoreSpec) -> re.Pattern[str] | None:
+    """One regular expression that matches wherever one of the spec's patterns does: most paths
+    match none, and one search tells so (the spec itself tries its patterns one by one, some
+    hundreds in a large project's .gitignore). None where the patterns cannot be joined."""
+    sources = [
+        pattern.regex.pattern
+        for pattern in spec.patterns
+        if pattern.include is not None and isinstance(pattern.regex, re.Pattern)
+    ]
+    joined = "|".join(f"(?:{_GROUP.sub('(?:', source)})" for source in sources)
+    try:
+        return re.compile(joined) if sources else re.compile(r"(?!)")
+    except re.error:
+        return None
+
+
+_GROUP = re.compile(r"\(\?P<[A-Za-z_][A-Za-z0-9_]*>")
+
+
 class _GitIgnores:
     """The .gitignore files in force while walking: those above the start up to the repository
     root, and those met on the way down. The deepest file with a matching pattern decides."""
 
     def __init__(self, top: str) -> None:
         self.specs: dict[str, pathspec.GitIgnoreSpec] = {}  # absolute directory -> its patterns
+        self.quick: dict[str, re.Pattern[str] | None] = {}  # matches where any of them may
         self.loaded: set[str] = set()
         directory = os.path.abspath(top)
         while True:
@@ -216,6 +237,7 @@ class _GitIgnores:
         if previous is not None:
             spec = pathspec.GitIgnoreSpec(list(previous.patterns) + list(spec.patterns))
         self.specs[directory] = spec
+        self.quick[directory] = _any_pattern(spec)
 
     def ignored(self, absolute: str, is_dir: bool) -> bool:
         if not self.specs:
@@ -224,10 +246,13 @@ class _GitIgnores:
         while True:
             spec = self.specs.get(directory)
             if spec is not None:
-                relative = os.path.relpath(absolute, directory).replace(os.sep, "/")
-                result = spec.check_file(relative + "/" if is_dir else relative)
-                if result.include is not None:
-                    return bool(result.include)
+                relative = absolute[len(directory) :].lstrip(os.sep).replace(os.sep, "/")
+                relative = relative + "/" if is_dir else relative
+                quick = self.quick[directory]
+                if quick is None or quick.search(relative) is not None:
+                    result = spec.check_file(relative)
+                    if result.include is not None:
+                        return bool(result.include)
             parent = os.path.dirname(directory)
             if parent == directory:
                 return False
