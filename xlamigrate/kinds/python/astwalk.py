@@ -20,7 +20,11 @@ from xlamigrate.kinds.python.astscopes import Scope, Scopes
 from xlamigrate.kinds.python.envaccess import Form
 from xlamigrate.kinds.python.envraw import (
     ALWAYS_SHELL,
+    COPY_FUNCTIONS,
+    ENV_FUNCTIONS,
     ENVIRON,
+    MAPPING_METHODS,
+    SELF_NAMES,
     SHELL_WHEN_ASKED,
     Constant,
     Environ,
@@ -31,15 +35,6 @@ from xlamigrate.kinds.python.envraw import (
     Receiver,
 )
 from xlamigrate.model import Access, Target
-
-_ENV_FUNCTIONS: dict[str, Access] = {
-    "os.getenv": "read",
-    "os.putenv": "write",
-    "os.unsetenv": "delete",
-}
-_MAPPING_METHODS: dict[str, Access] = {"setdefault": "write", "get": "read", "pop": "delete"}
-_COPY_FUNCTIONS = {"builtins.dict", "dict", "copy.copy", "copy.deepcopy"}
-_SELF_NAMES = {"self", "cls"}
 
 
 @dataclass(frozen=True)
@@ -307,7 +302,7 @@ class AstEnvWalker:
                 and not isinstance(first, ast.Starred)
                 and _first_argument_is_positional(expr)
                 and self._is_environ(first)
-                and bool(self._qualified(func) & _COPY_FUNCTIONS)
+                and bool(self._qualified(func) & COPY_FUNCTIONS)
             )
         if isinstance(expr, ast.Dict):
             return any(
@@ -438,7 +433,7 @@ class AstEnvWalker:
         args = [arg for arg in node.args if not isinstance(arg, ast.Starred)]
         if args and qualified & (ALWAYS_SHELL | SHELL_WHEN_ASKED):
             self._command(node, qualified, args[0])
-        for name, kind in _ENV_FUNCTIONS.items():
+        for name, kind in ENV_FUNCTIONS.items():
             if name in qualified and args:
                 value = args[1] if kind == "write" and len(args) > 1 else None
                 form: Form = name.split(".")[1]  # type: ignore[assignment]
@@ -482,14 +477,14 @@ class AstEnvWalker:
             value = args[1] if kind == "write" and len(args) > 1 else None
             self._raw(kind, Environ("process"), args[0], value, node, form, "test")
             return
-        if isinstance(func.value, ast.Name) and func.value.id in _SELF_NAMES:
+        if isinstance(func.value, ast.Name) and func.value.id in SELF_NAMES:
             self.calls.append(HelperCall(method, True, node, self.function))
             return
         receiver = self._receiver(func.value)
         if receiver is None:
             return
-        if method in _MAPPING_METHODS and args:
-            kind = _MAPPING_METHODS[method]
+        if method in MAPPING_METHODS and args:
+            kind = MAPPING_METHODS[method]
             value = args[1] if kind == "write" and len(args) > 1 else None
             self._raw(kind, receiver, args[0], value, node, method)  # type: ignore[arg-type]
         elif method == "update":

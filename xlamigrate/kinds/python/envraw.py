@@ -28,6 +28,16 @@ SHELL_WHEN_ASKED = frozenset(
     }
 )  # fmt: skip
 
+# Calls and methods that touch the environment, by what they do.
+ENV_FUNCTIONS: dict[str, Access] = {
+    "os.getenv": "read",
+    "os.putenv": "write",
+    "os.unsetenv": "delete",
+}
+MAPPING_METHODS: dict[str, Access] = {"setdefault": "write", "get": "read", "pop": "delete"}
+COPY_FUNCTIONS = frozenset({"builtins.dict", "dict", "copy.copy", "copy.deepcopy"})
+SELF_NAMES = frozenset({"self", "cls"})
+
 
 class Function(Protocol):
     """A `def` the walk is in, as the resolver asks about it."""

@@ -16,7 +16,11 @@ from xlamigrate.kinds.launch import launch
 from xlamigrate.kinds.python.envaccess import Form
 from xlamigrate.kinds.python.envraw import (
     ALWAYS_SHELL,
+    COPY_FUNCTIONS,
+    ENV_FUNCTIONS,
     ENVIRON,
+    MAPPING_METHODS,
+    SELF_NAMES,
     SHELL_WHEN_ASKED,
     Constant,
     Environ,
@@ -29,14 +33,6 @@ from xlamigrate.kinds.python.envraw import (
 from xlamigrate.kinds.python.literals import static_value, string_value
 from xlamigrate.model import Access, Target
 
-_ENV_FUNCTIONS: dict[str, Access] = {
-    "os.getenv": "read",
-    "os.putenv": "write",
-    "os.unsetenv": "delete",
-}
-_MAPPING_METHODS: dict[str, Access] = {"setdefault": "write", "get": "read", "pop": "delete"}
-_COPY_FUNCTIONS = {"builtins.dict", "dict", "copy.copy", "copy.deepcopy"}
-_SELF_NAMES = {"self", "cls"}
 _STRINGS = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
 
 
@@ -178,7 +174,7 @@ class EnvWalker(cst.CSTVisitor):
                 first is not None
                 and first.keyword is None
                 and self._is_environ(first.value)
-                and bool(self._qualified(func) & _COPY_FUNCTIONS)
+                and bool(self._qualified(func) & COPY_FUNCTIONS)
             )
         if isinstance(expr, cst.Dict):
             return any(
@@ -341,7 +337,7 @@ class EnvWalker(cst.CSTVisitor):
         args = [arg for arg in node.args if arg.keyword is None and arg.star == ""]
         if args and qualified & (ALWAYS_SHELL | SHELL_WHEN_ASKED):
             self._command(node, qualified, args[0].value)
-        for name, kind in _ENV_FUNCTIONS.items():
+        for name, kind in ENV_FUNCTIONS.items():
             if name in qualified and args:
                 value = args[1].value if kind == "write" and len(args) > 1 else None
                 form: Form = name.split(".")[1]  # type: ignore[assignment]
@@ -389,14 +385,14 @@ class EnvWalker(cst.CSTVisitor):
             value = args[1].value if kind == "write" and len(args) > 1 else None
             self._raw(kind, Environ("process"), args[0].value, value, node, form, "test")
             return
-        if isinstance(func.value, cst.Name) and func.value.value in _SELF_NAMES:
+        if isinstance(func.value, cst.Name) and func.value.value in SELF_NAMES:
             self.calls.append(HelperCall(method, True, node, self.function))
             return
         receiver = self._receiver(func.value)
         if receiver is None:
             return
-        if method in _MAPPING_METHODS and args:
-            kind = _MAPPING_METHODS[method]
+        if method in MAPPING_METHODS and args:
+            kind = MAPPING_METHODS[method]
             value = args[1].value if kind == "write" and len(args) > 1 else None
             self._raw(kind, receiver, args[0].value, value, node, method)  # type: ignore[arg-type]
         elif method == "update":
