@@ -14,7 +14,9 @@ _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 class SourceLines:
     def __init__(self, source: str) -> None:
+        self.source = source
         self.lines = _LINE_BREAK.split(source)
+        self._starts: list[int] | None = None
         self._ascii = [line.isascii() for line in self.lines]
 
     def column(self, line: int, byte_offset: int) -> int:
@@ -37,4 +39,6 @@ class SourceLines:
 
     def offset(self, line: int, column: int) -> int:
         """The character offset in the source of a 1-based line and 0-based column."""
-        return sum(len(text) + 1 for text in self.lines[: line - 1]) + column
+        if self._starts is None:
+            self._starts = [0, *(m.end() for m in _LINE_BREAK.finditer(self.source))]
+        return self._starts[line - 1] + column

@@ -5,13 +5,14 @@ string; the commands run in child processes, so their fixes are manual, never ed
 
 from __future__ import annotations
 
+import ast
 import codecs
+import io
 import re
+import tokenize
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
-
-import libcst as cst
-from libcst.metadata import CodePosition, MetadataWrapper, PositionProvider
+from typing import TYPE_CHECKING
 
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.findings import MENTION_RULE, access_findings, mention_finding
@@ -19,6 +20,16 @@ from xlamigrate.kinds.embedded import Embedded
 from xlamigrate.kinds.textaccess import LineIndex, hash_comments
 from xlamigrate.model import Finding
 from xlamigrate.suppression import is_suppressed, parse_suppressions
+
+if TYPE_CHECKING:
+    import libcst as cst
+    from libcst.metadata import CodePosition, MetadataWrapper
+
+    from xlamigrate.kinds.python.astpositions import SourceLines
+
+# A command's string: its value mapped to the file (None where it cannot be: an f-string, bytes),
+# and where the literal starts and ends in the file.
+_Command = tuple[Embedded | None, int, int]
 
 _WHERE = "in a shell command string xlamigrate cannot follow (review what it runs)"
 _ESCAPE = re.compile(
@@ -33,21 +44,63 @@ def command_findings(
     catalogue: Catalogue,
     enabled: frozenset[str],
 ) -> list[Finding]:
-    """The findings of the shell command lines `commands` (string literals of the module)."""
+    """The findings of the shell command lines `commands` (string literals of libcst's tree)."""
     if not commands:
         return []
-    from xlamigrate.kinds.shell.analysis import analyse_source  # tree-sitter, only when needed
+    from libcst.metadata import PositionProvider
 
     code = wrapper.module.code
     index = LineIndex(code)
     positions = wrapper.resolve(PositionProvider)
+    literals = [
+        (
+            _mapped(code, node, lambda leaf: _offset(index, positions[leaf].start)),
+            _offset(index, positions[node].start),
+            _offset(index, positions[node].end),
+        )
+        for node in commands
+    ]
+    return _findings(path, code, index, literals, catalogue, enabled)
+
+
+def ast_command_findings(
+    path: str,
+    source: str,
+    lines: SourceLines,
+    commands: Sequence[ast.expr],
+    catalogue: Catalogue,
+    enabled: frozenset[str],
+) -> list[Finding]:
+    """The same, for the string literals of an ast tree of `source`: each literal's string
+    tokens are read from its text (ast keeps an implicit concatenation as one node)."""
+    if not commands:
+        return []
+    literals = []
+    for node in commands:
+        end_line = node.end_lineno or node.lineno
+        end_column = node.end_col_offset if node.end_col_offset is not None else node.col_offset
+        start = lines.offset(node.lineno, lines.column(node.lineno, node.col_offset))
+        end = lines.offset(end_line, lines.column(end_line, end_column))
+        value = node.value if isinstance(node, ast.Constant) else None
+        literals.append((_mapped_tokens(source, start, end, value), start, end))
+    return _findings(path, source, LineIndex(source), literals, catalogue, enabled)
+
+
+def _findings(
+    path: str,
+    code: str,
+    index: LineIndex,
+    commands: Sequence[_Command],
+    catalogue: Catalogue,
+    enabled: frozenset[str],
+) -> list[Finding]:
+    from xlamigrate.kinds.shell.analysis import analyse_source  # tree-sitter, only when needed
+
     names = frozenset(catalogue.flags)
     found: list[Finding] = []
-    for node in commands:
-        source = _mapped(code, node, lambda leaf: _offset(index, positions[leaf].start))
+    for source, start, end in commands:
         if source is None:  # an f-string, a bytes literal: its flags are named, for review
-            start = _offset(index, positions[node].start)
-            text = code[start : _offset(index, positions[node].end)]
+            text = code[start:end]
             found.extend(
                 mention_finding(
                     catalogue,
@@ -95,13 +148,15 @@ def _mapped(
 ) -> Embedded | None:
     """The value of a string literal, each character mapped to where it is written in `code`;
     None when it cannot be mapped exactly (f-strings, bytes, what does not read back)."""
+    import libcst as cst
+
     leaves = list(_leaves(node))
     if not all(isinstance(leaf, cst.SimpleString) for leaf in leaves):
         return None  # an f-string part: its value is not known
     pieces = []
     for leaf in leaves:
         assert isinstance(leaf, cst.SimpleString)
-        mapped = _literal_pieces(code, offset_of(leaf), leaf)
+        mapped = _literal_pieces(code, offset_of(leaf), leaf.value)
         if mapped is None:
             return None
         pieces.extend(mapped)
@@ -114,8 +169,42 @@ def _mapped(
     return Embedded.mapped(code, pieces, editable=False)
 
 
+def _mapped_tokens(code: str, start: int, end: int, value: object) -> Embedded | None:
+    """`_mapped` for the literal written at code[start:end], read token by token."""
+    if not isinstance(value, str):
+        return None  # bytes, or an f-string (no value)
+    segment = code[start:end]
+    starts = [0, *(m.end() for m in re.finditer(r"\r\n|\r|\n", segment))]
+    pieces: list[tuple[str, int, int]] = []
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(segment).readline):
+            if token.type == tokenize.STRING:
+                row, column = token.start
+                mapped = _literal_pieces(code, start + starts[row - 1] + column, token.string)
+                if mapped is None:
+                    return None
+                pieces.extend(mapped)
+            elif token.type not in _BETWEEN_STRINGS:
+                return None  # an f-string's own tokens (Python 3.12), or anything unexpected
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    if not pieces or "".join(c for c, _, _ in pieces) != value:
+        return None
+    return Embedded.mapped(code, pieces, editable=False)
+
+
+_BETWEEN_STRINGS = frozenset(
+    {
+        tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.ENDMARKER, tokenize.INDENT,
+        tokenize.DEDENT,
+    }
+)  # fmt: skip
+
+
 def _leaves(node: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
     """The literals a (concatenated) string is made of, in order."""
+    import libcst as cst
+
     if isinstance(node, cst.ConcatenatedString):
         yield from _leaves(node.left)
         yield from _leaves(node.right)
@@ -123,15 +212,16 @@ def _leaves(node: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
         yield node
 
 
-def _literal_pieces(
-    code: str, start: int, node: cst.SimpleString
-) -> list[tuple[str, int, int]] | None:
-    text = node.value
-    prefix = node.prefix.lower()
+def _literal_pieces(code: str, start: int, text: str) -> list[tuple[str, int, int]] | None:
+    """The characters of the string literal `text`, written at code[start:], each with where it
+    is written (an escape's value with its escape's span)."""
+    written_prefix = text[: len(text) - len(text.lstrip("rRbBuUfF"))]
+    prefix = written_prefix.lower()
     if "b" in prefix or "f" in prefix or code[start : start + len(text)] != text:
         return None
-    quote = node.quote
-    body_start = len(node.prefix) + len(quote)
+    rest = text[len(written_prefix) :]
+    quote = rest[:3] if rest[:3] in ('"""', "'''") else rest[:1]
+    body_start = len(written_prefix) + len(quote)
     body = text[body_start : len(text) - len(quote)]
     offset = start + body_start
     pieces = []

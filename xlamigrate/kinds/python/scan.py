@@ -1,10 +1,10 @@
 """Scans one Python file's bytes: parse once, analyse once, filter by selection and noqa.
 
 The analysis runs on the standard library's `ast` (the C parser, scopes and positions read off
-its nodes: astwalk.py). libcst is loaded only for what still needs its tree: shell command
-strings (mapped character by character into the file), the reads a project's recipe resolves,
-and the file's own enabling writes, whose fix depends on whether the rewriter can put their
-recipe in whole; those files are scanned on libcst from the start."""
+its nodes: astwalk.py), shell command strings included (commands.py maps their characters into
+the file from their tokens). libcst is loaded only where a finding depends on the rewriter's
+plan: the reads a project's recipe resolves, and the file's own enabling writes, whose fix
+depends on whether the rewriter can put their recipe in whole."""
 
 from __future__ import annotations
 
@@ -67,13 +67,18 @@ def _scan_on_ast(
     except (SyntaxError, ValueError, UnicodeDecodeError, LookupError, RecursionError, MemoryError):
         return None
     analysis = analyse_module_env_accesses(module, source, catalogue.flags)
-    if analysis.commands:
-        return None
-    pairs = reported(path, source, analysis, SourceLines(source).span, catalogue, enabled)
+    lines = SourceLines(source)
+    pairs = reported(path, source, analysis, lines.span, catalogue, enabled)
     if _needs_the_rewriter(pairs, context):
         return None
     pairs = kept_for_children(pairs, context, analysis.children)
-    return FileResult(path, findings=tuple(sorted((f for _, f in pairs), key=lambda f: f.sort_key)))
+    found = [finding for _, finding in pairs]
+    if analysis.commands:
+        from xlamigrate.kinds.python.commands import ast_command_findings
+
+        commands = analysis.commands
+        found += ast_command_findings(path, source, lines, commands, catalogue, enabled)  # type: ignore[arg-type]
+    return FileResult(path, findings=tuple(sorted(found, key=lambda f: f.sort_key)))
 
 
 def _needs_the_rewriter(pairs: Pairs, context: FileContext) -> bool:
