@@ -7,6 +7,8 @@ import shlex
 
 NEURON_CC_FLAGS = "NEURON_CC_FLAGS"
 STOCHASTIC_ROUNDING = "NEURON_RT_STOCHASTIC_ROUNDING_EN"
+# The variables the recipes set: the rewriter's planner follows their accesses (never findings).
+RECIPE_VARIABLES = (STOCHASTIC_ROUNDING, NEURON_CC_FLAGS)
 AUTO_CAST = "--auto-cast"
 
 

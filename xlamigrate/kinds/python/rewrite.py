@@ -44,7 +44,12 @@ from xlamigrate.kinds.python.reads import ReadPlan, float32_spelling, read_outco
 from xlamigrate.kinds.python.scan import kept_for_children, reported
 from xlamigrate.kinds.python.training import TrainingScript, code_of, collect_nodes
 from xlamigrate.model import FileError, Finding, Fix, RewriteOutcome, Span
-from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING, merge_auto_cast_none
+from xlamigrate.neuronflags import (
+    NEURON_CC_FLAGS,
+    RECIPE_VARIABLES,
+    STOCHASTIC_ROUNDING,
+    merge_auto_cast_none,
+)
 from xlamigrate.project.model import Configuration, ScriptRecipe
 from xlamigrate.recipes import MODES as MODES
 from xlamigrate.recipes import EnvironmentEdits
@@ -70,9 +75,7 @@ def rewrite_python(
     wrapper = MetadataWrapper(parsed, unsafe_skip_copy=True)
     # Resolved together, parents and the expression contexts under scopes share one traversal.
     wrapper.resolve_many((ScopeProvider, ParentNodeProvider, PositionProvider))
-    analysis = analyse_env_accesses(
-        wrapper, catalogue.flags, also=(STOCHASTIC_ROUNDING, NEURON_CC_FLAGS)
-    )
+    analysis = analyse_env_accesses(wrapper, catalogue.flags, also=RECIPE_VARIABLES)
     pairs = kept_for_children(
         reported(path, parsed.code, analysis, _span_in(wrapper), catalogue, enabled),
         context,
@@ -128,13 +131,12 @@ def kept_for_recipe(
     pairs: list[tuple[EnvAccess | FlagMention, Finding]],
     catalogue: Catalogue,
     context: FileContext,
+    accesses: tuple[EnvAccess, ...],
 ) -> list[tuple[EnvAccess | FlagMention, Finding]]:
     """What a scan says of the file's own enabling writes: manual, as the rewrite (in
-    `context.mode`) leaves them, where their recipe cannot go in whole."""
+    `context.mode`) leaves them, where their recipe cannot go in whole. `accesses`: the
+    scan's analysis of the file, the recipe's own variables included (RECIPE_VARIABLES)."""
     wrapper.resolve_many((ScopeProvider, ParentNodeProvider, PositionProvider))
-    accesses = analyse_env_accesses(
-        wrapper, catalogue.flags, also=(STOCHASTIC_ROUNDING, NEURON_CC_FLAGS)
-    ).accesses
     request = RewriteRequest(context.mode, signal=context.signal)
     planner = _Planner(path, wrapper, catalogue, request, context, accesses)
     planner.make_plan(pairs)

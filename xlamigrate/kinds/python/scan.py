@@ -28,6 +28,7 @@ from xlamigrate.kinds.python.envaccess import (
     analyse_module_env_accesses,
 )
 from xlamigrate.model import FileError, FileResult, Finding, Fix, Span
+from xlamigrate.neuronflags import RECIPE_VARIABLES
 from xlamigrate.request import STANDALONE, FileContext
 from xlamigrate.suppression import is_suppressed, parse_suppressions
 
@@ -117,7 +118,9 @@ def _scan_on_libcst(
     if isinstance(parsed, FileError):
         return FileResult(path, errors=(parsed,))
     wrapper = MetadataWrapper(parsed, unsafe_skip_copy=True)
-    analysis = analyse_env_accesses(wrapper, catalogue.flags)
+    planned = context.recipe is None  # its own enabling writes may need the rewriter's plan
+    also = RECIPE_VARIABLES if planned else ()
+    analysis = analyse_env_accesses(wrapper, catalogue.flags, also)
     positions = wrapper.resolve(PositionProvider)
     pairs = reported(
         path, parsed.code, analysis, lambda node: span_of(node, positions), catalogue, enabled
@@ -136,7 +139,7 @@ def _scan_on_libcst(
     if context.recipe is None and any(_removable_enabling(item, f) for item, f in pairs):
         from xlamigrate.kinds.python.rewrite import kept_for_recipe
 
-        pairs = kept_for_recipe(path, wrapper, pairs, catalogue, context)
+        pairs = kept_for_recipe(path, wrapper, pairs, catalogue, context, analysis.accesses)
     found = [finding for _, finding in pairs]
     found += command_findings(path, wrapper, analysis.commands, catalogue, enabled)
     return FileResult(path, findings=tuple(sorted(found, key=lambda f: f.sort_key)))
