@@ -105,11 +105,13 @@ def test_both_front_ends_find_the_same_in_generated_programs_with_flags_injected
 @pytest.mark.parametrize("path", FLAGGED, ids=lambda p: str(p.relative_to(FIXTURES)))
 def test_the_scan_on_ast_reports_what_the_scan_on_libcst_reports(path: Path) -> None:
     """Findings, shell command strings' included, whenever the ast path answers alone."""
-    from xlamigrate.kinds.python.scan import _scan_on_ast, _scan_on_libcst
+    from xlamigrate.kinds.python.scan import _parsed, _scan_on_ast, _scan_on_libcst
     from xlamigrate.request import STANDALONE
 
     data, enabled = path.read_bytes(), CATALOGUE.select()
-    on_ast = _scan_on_ast(str(path), data, CATALOGUE, enabled, STANDALONE)
+    parsed = _parsed(data)
+    assert parsed is not None
+    on_ast = _scan_on_ast(str(path), *parsed, CATALOGUE, enabled, STANDALONE)
     on_libcst = _scan_on_libcst(str(path), data, CATALOGUE, enabled, STANDALONE)
     if on_ast is None:  # only where a write of its own turns a flag on: the rewriter's to plan
         assert any(f.access == "write" and f.enabled is not False for f in on_libcst.findings)

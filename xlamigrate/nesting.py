@@ -18,9 +18,13 @@ _MAX_NESTING = 1000
 _TOO_DEEP = "could not parse: nesting too deep"
 
 
-def nesting_error(path: str, data: bytes) -> FileError | None:
+def nesting_error(path: str, data: bytes, tree: ast.AST | None = None) -> FileError | None:
     """A FileError for code nested too deep to hand to libcst; None for anything else (syntax
-    errors included: the parser reports those, and it reads syntax newer than this Python)."""
+    errors included: the parser reports those, and it reads syntax newer than this Python).
+    `tree`: the file's `ast`, where the caller has it already."""
+    if tree is not None:
+        line = _first_too_deep(tree)
+        return None if line is None else FileError(path, line, _TOO_DEEP)
     try:
         tree = compile(data, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as error:

@@ -80,9 +80,6 @@ class AstFunction:
 class AstSyntax:
     """What the resolver asks of ast nodes."""
 
-    def __init__(self, source: str) -> None:
-        self.source = source
-
     def string_value(self, node: Any) -> str | None:
         return string_value(node)
 
@@ -168,7 +165,7 @@ class AstEnvWalker:
         self, module: ast.Module, source: str, flags: frozenset[str], also: frozenset[str]
     ) -> None:
         self.source = source
-        self.syntax = AstSyntax(source)
+        self.syntax = AstSyntax()
         self.flags = flags
         self.tracked = flags | also
         self.shell_pattern = re.compile(

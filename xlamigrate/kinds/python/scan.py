@@ -45,28 +45,37 @@ def scan_python(
     enabled: frozenset[str],
     context: FileContext = STANDALONE,
 ) -> FileResult:
-    found = _scan_on_ast(path, data, catalogue, enabled, context)
-    return found if found is not None else _scan_on_libcst(path, data, catalogue, enabled, context)
+    parsed = _parsed(data)
+    found = _scan_on_ast(path, *parsed, catalogue, enabled, context) if parsed else None
+    if found is not None:
+        return found
+    tree = parsed[1] if parsed else None
+    return _scan_on_libcst(path, data, catalogue, enabled, context, tree)
 
 
-def _scan_on_ast(
-    path: str,
-    data: bytes,
-    catalogue: Catalogue,
-    enabled: frozenset[str],
-    context: FileContext,
-) -> FileResult | None:
-    """The scan on `ast`, or None where the file needs libcst's tree (see the module's doc) or
-    does not parse (libcst's path words the error)."""
+def _parsed(data: bytes) -> tuple[str, ast.Module] | None:
+    """The file's text and `ast` tree; None where it does not parse (libcst's path words the
+    error)."""
     if b"\0" in data:
         return None
     try:
         source = _decoded(data)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escape sequences: the compiler's to say
-            module = ast.parse(data)
+            return source, ast.parse(data)
     except (SyntaxError, ValueError, UnicodeDecodeError, LookupError, RecursionError, MemoryError):
         return None
+
+
+def _scan_on_ast(
+    path: str,
+    source: str,
+    module: ast.Module,
+    catalogue: Catalogue,
+    enabled: frozenset[str],
+    context: FileContext,
+) -> FileResult | None:
+    """The scan on `ast`, or None where the file needs libcst's tree (see the module's doc)."""
     analysis = analyse_module_env_accesses(module, source, catalogue.flags)
     lines = SourceLines(source)
     pairs = reported(path, source, analysis, lines.span, catalogue, enabled)
@@ -102,6 +111,7 @@ def _scan_on_libcst(
     catalogue: Catalogue,
     enabled: frozenset[str],
     context: FileContext,
+    tree: ast.Module | None = None,
 ) -> FileResult:
     from libcst.metadata import MetadataWrapper, PositionProvider
 
@@ -111,7 +121,7 @@ def _scan_on_libcst(
     from xlamigrate.kinds.python.parse import parse_python
     from xlamigrate.nesting import nesting_error
 
-    too_deep = nesting_error(path, data)  # what would crash libcst's parser
+    too_deep = nesting_error(path, data, tree)  # what would crash libcst's parser
     if too_deep is not None:
         return FileResult(path, errors=(too_deep,))
     parsed = parse_python(path, data)
