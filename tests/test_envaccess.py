@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
+import ast
 import textwrap
-
-import libcst as cst
-from libcst.metadata import MetadataWrapper
 
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.kinds.python.envaccess import EnvAccess, analyse_env_accesses
@@ -14,8 +12,8 @@ from xlamigrate.model import Finding
 
 
 def accesses(source: str, catalogue: Catalogue) -> list[EnvAccess]:
-    wrapper = MetadataWrapper(cst.parse_module(textwrap.dedent(source)))
-    return list(analyse_env_accesses(wrapper, catalogue.flags).accesses)
+    code = textwrap.dedent(source)
+    return list(analyse_env_accesses(ast.parse(code), code, catalogue.flags).accesses)
 
 
 def findings(source: str, catalogue: Catalogue) -> list[Finding]:

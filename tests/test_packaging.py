@@ -46,15 +46,37 @@ def test_scanning_files_without_flags_never_loads_the_parser(tmp_path: Path) -> 
     assert "torch" not in modules
 
 
-def test_scanning_a_flagged_file_imports_libcst_but_not_torch(tmp_path: Path) -> None:
-    (tmp_path / "train.py").write_text("import os\nos.environ['XLA_USE_BF16'] = '1'\n")
-    code = (
+TRAINING = (
+    "import os\nimport torch\n\nos.environ['XLA_USE_BF16'] = '1'\n"
+    "model = torch.nn.Linear(2, 2)\n"
+    "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+    "loss = model(torch.ones(2)).sum()\nloss.backward()\n"
+)
+
+
+def cli(*arguments: str, status: int) -> str:
+    return (
         "import sys\n"
         "from xlamigrate.cli import main\n"
-        "sys.argv = ['xlamigrate', 'scan', '.', '-f', 'json']\n"
-        "try:\n    main()\nexcept SystemExit as e:\n    assert e.code == 1, e.code\n"
+        f"sys.argv = ['xlamigrate', {', '.join(map(repr, arguments))}]\n"
+        f"try:\n    main()\nexcept SystemExit as e:\n    assert e.code == {status}, e.code\n"
     )
-    modules = imported_modules(code, cwd=tmp_path)
+
+
+def test_scanning_flagged_files_imports_neither_libcst_nor_torch(tmp_path: Path) -> None:
+    """The scan analyses and plans on Python's own `ast`, the recipe's plan included."""
+    (tmp_path / "train.py").write_text(TRAINING)
+    (tmp_path / "reads.py").write_text("import os\nBF16 = os.environ.get('XLA_USE_BF16')\n")
+    modules = imported_modules(cli("scan", ".", "-f", "json", status=1), cwd=tmp_path)
+    assert "xlamigrate" in modules
+    assert "libcst" not in modules
+    assert "torch" not in modules
+
+
+def test_a_rewrite_with_edits_to_make_imports_libcst_but_not_torch(tmp_path: Path) -> None:
+    """libcst writes the edits (every byte the plan does not touch kept)."""
+    (tmp_path / "train.py").write_text(TRAINING)
+    modules = imported_modules(cli("rewrite", ".", "--diff", status=1), cwd=tmp_path)
     assert "libcst" in modules
     assert "torch" not in modules
 

@@ -5,13 +5,13 @@ The whole-project behaviour is tests/fixtures/projects/reads_three_ways."""
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
-import libcst as cst
 import pytest
 
 from xlamigrate.catalogue import Catalogue
@@ -83,6 +83,51 @@ def test_a_test_of_either_flag_reads_the_signal(catalogue: Catalogue, test: str)
     assert "XLA_" not in code.replace("XLA_DOWNCAST_BF16 / XLA_USE_BF16", "")
     assert read_lines(outcome) == []
     assert {f.code for f in outcome.fixed} == {"XM201"}
+
+
+def test_a_test_of_either_flag_before_another_operand_reads_the_signal(
+    catalogue: Catalogue,
+) -> None:
+    """`A or B or args.bf16` is `(A or B) or args.bf16`: the flags' part reads the signal, the
+    rest stays (Python keeps the three operands in one list; the rewrite splits it)."""
+    either = 'os.environ.get("XLA_USE_BF16") or os.environ.get("XLA_DOWNCAST_BF16")'
+    outcome = rewrite(catalogue, f"if {either} or args.bf16:\n    DTYPE = 1\n", SWITCH)
+    assert "\nif BF16_RECIPE or args.bf16:\n    DTYPE = 1\n" in new_code(outcome)
+    assert {f.code for f in outcome.fixed} == {"XM201"} and read_lines(outcome) == []
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (  # a default: found in its `def` (a compound statement's header)
+            'def train(bf16=os.environ.get("XLA_USE_BF16") == "1"):\n    return bf16\n',
+            "def train(bf16=BF16_RECIPE):\n    return bf16\n",
+        ),
+        (  # a decorator's argument, in a class, its continuation lines indented
+            "class Trainer:\n"
+            "    @configure(\n"
+            '        bf16=os.environ.get("XLA_USE_BF16") == "1",\n'
+            "    )\n"
+            "    def step(self):\n"
+            "        pass\n",
+            "class Trainer:\n"
+            "    @configure(\n"
+            "        bf16=BF16_RECIPE,\n"
+            "    )\n"
+            "    def step(self):\n"
+            "        pass\n",
+        ),
+        (  # an `elif` test
+            'if args.fp32:\n    pass\nelif os.environ.get("XLA_USE_BF16") == "1":\n    pass\n',
+            "if args.fp32:\n    pass\nelif BF16_RECIPE:\n    pass\n",
+        ),
+    ],
+)
+def test_a_test_in_a_statement_s_header_reads_the_signal(
+    catalogue: Catalogue, body: str, expected: str
+) -> None:
+    outcome = rewrite(catalogue, body, recipe(BF16, NO_FLAG))
+    assert expected in new_code(outcome)
 
 
 def test_an_int_kept_as_a_value_is_not_a_test(catalogue: Catalogue) -> None:
@@ -302,13 +347,11 @@ def test_without_a_launch_the_reads_stay_as_they_were(catalogue: Catalogue) -> N
 
 
 def evaluate(expression: str, env: dict[str, str]) -> object:
-    module = cst.parse_module(f"import os\nx = {expression}\n")
-    wrapper = cst.MetadataWrapper(module, unsafe_skip_copy=True)
-    analysis = analyse_env_accesses(wrapper, frozenset({USE, DOWNCAST}))
-    statement = module.body[1]
-    assert isinstance(statement, cst.SimpleStatementLine)
-    assign = statement.body[0]
-    assert isinstance(assign, cst.Assign)
+    source = f"import os\nx = {expression}\n"
+    module = ast.parse(source)
+    analysis = analyse_env_accesses(module, source, frozenset({USE, DOWNCAST}))
+    assign = module.body[1]
+    assert isinstance(assign, ast.Assign)
     reads = {a.node: a for a in analysis.accesses}
     return FlagEvaluator(reads).value(assign.value, env)
 

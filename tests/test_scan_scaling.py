@@ -3,9 +3,8 @@
 not a wall-time bound). A step that is quadratic in the file's size (a line count from the
 start of the file at every finding, a rescan of the module per node) makes it ~100 times.
 
-Both ways a Python file is scanned are measured: a file that reads the flag (analysed on `ast`)
-and one that turns it on before a training loop (its fix depends on the rewriter's plan,
-made on libcst)."""
+Two shapes are measured: a file that reads the flag, and one that turns it on before a training
+loop (its fix depends on the rewriter's plan of the whole file)."""
 
 from __future__ import annotations
 
@@ -41,7 +40,7 @@ def generated_module(lines: int, flag_line: str = FLAG_LINES["enabling write"]) 
     ]
     body: list[str] = []
     index = 0
-    while len(head) + len(body) + len(tail) < lines:
+    while len(head) + len(body) + 7 + len(tail) <= lines:
         body += [
             f"def layer_{index}(x, scale={index}, bias=None):",
             f'    """Layer {index}."""',
@@ -52,7 +51,8 @@ def generated_module(lines: int, flag_line: str = FLAG_LINES["enabling write"]) 
             "",
         ]
         index += 1
-    text = "\n".join([*head, *body][: lines - len(tail)] + tail) + "\n"
+    body += [""] * (lines - len(head) - len(body) - len(tail))  # whole functions only
+    text = "\n".join([*head, *body, *tail]) + "\n"
     return text.encode()
 
 

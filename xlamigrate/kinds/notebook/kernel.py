@@ -19,7 +19,7 @@ from typing import Generic, TypeVar
 import libcst as cst
 
 from xlamigrate.kinds.notebook.escapes import LineEscape, escaped_lines, is_automagic
-from xlamigrate.kinds.python.plan import TOOL_MARKER
+from xlamigrate.kinds.python.cstedits import TOOL_MARKER
 from xlamigrate.model import FileError, FileResult, RewriteOutcome
 from xlamigrate.nesting import nesting_error
 

@@ -1,2 +1,3 @@
-"""Python: libcst parsing, the env-access model, detection and the recipe rewrites (the kind's
-entry points are in `kind.py`)."""
+"""Python: the env-access model, detection and the recipe rewrites, analysed and planned on the
+standard library's `ast`, the edits written by libcst (the kind's entry points are in
+`kind.py`)."""

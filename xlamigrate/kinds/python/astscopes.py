@@ -28,20 +28,29 @@ class Scope:
     prefix: str  # how libcst names what this scope binds: "", "f.<locals>.", "C."
     bindings: dict[str, set[str]] = field(default_factory=dict)
     globals: set[str] = field(default_factory=set)  # `global x` / `nonlocal x`: bound elsewhere
+    # the names stored to (`x = ...`, `for x in`...), each with the ast.Name nodes storing it
+    targets: dict[str, list[ast.Name]] = field(default_factory=dict)
 
     def bind(self, name: str, qualified: str | None = None) -> None:
         self.bindings.setdefault(name, set()).add(qualified or f"{self.prefix}{name}")
 
-    def lookup(self, name: str) -> set[str]:
-        """The qualified names `name` has here: the first scope that binds it decides."""
+    def binder(self, name: str) -> Scope | None:
+        """The scope whose bindings `name` has here (None: unbound, or a builtin)."""
         scope: Scope | None = self
         first = True
         while scope is not None:
             visible = scope.kind != "class" or first  # a class body is no enclosing scope
             if visible and name in scope.bindings and name not in scope.globals:
-                return scope.bindings[name]
+                return scope
             first = False
             scope = scope.parent
+        return None
+
+    def lookup(self, name: str) -> set[str]:
+        """The qualified names `name` has here: the first scope that binds it decides."""
+        binder = self.binder(name)
+        if binder is not None:
+            return binder.bindings[name]
         return {f"builtins.{name}"} if name in _BUILTINS else set()
 
     def qualified(self, node: ast.expr) -> set[str]:
@@ -86,7 +95,9 @@ class Scopes:
     def _bind(self, node: ast.AST, scope: Scope) -> None:
         if isinstance(node, ast.Name):
             if not isinstance(node.ctx, ast.Load):
-                _target_scope(scope, node.id).bind(node.id)
+                target = _target_scope(scope, node.id)
+                target.bind(node.id)
+                target.targets.setdefault(node.id, []).append(node)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             scope.bind(node.name)
         elif isinstance(node, ast.arg):

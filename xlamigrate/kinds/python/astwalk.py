@@ -1,8 +1,8 @@
-"""The env-access walk (see envwalk.py) on the standard library's `ast`: the same raw accesses,
-aliases, sinks, constants, helper calls, mentions, shell command strings and child scripts,
-recorded from the C parser's tree in a fraction of libcst's time (no metadata passes: scopes
-come from astscopes.py, positions from the nodes). The resolver (envresolve.py) reads either
-walk through its `syntax`."""
+"""The env-access walk on the standard library's `ast`: raw accesses (every form of touching the
+environment: subscripts, get/setdefault/pop/update, getenv/putenv, `in`, `del`, env dicts handed
+to child processes, mock.patch.dict), aliases, sinks, constants, helper calls, mentions, shell
+command strings and child scripts, recorded from the C parser's tree (scopes from astscopes.py,
+positions from the nodes). The resolver (envresolve.py) reads it through its `syntax`."""
 
 from __future__ import annotations
 
@@ -159,10 +159,15 @@ def _is_string(node: ast.AST) -> bool:
 
 
 class AstEnvWalker:
-    """Walks an ast module as EnvWalker walks libcst's, recording the same things."""
+    """Walks an ast module, recording what envraw.py describes."""
 
     def __init__(
-        self, module: ast.Module, source: str, flags: frozenset[str], also: frozenset[str]
+        self,
+        module: ast.Module,
+        source: str,
+        flags: frozenset[str],
+        also: frozenset[str],
+        scopes: Scopes | None = None,
     ) -> None:
         self.source = source
         self.syntax = AstSyntax()
@@ -185,7 +190,7 @@ class AstEnvWalker:
         self.flag_keywords: list[ast.keyword] = []
         self.handled: set[int] = set()  # ids of dicts and calls already turned into raws
         self.stored: set[int] = set()  # ids of subscripts written or deleted, not read
-        self.scopes = Scopes(module)
+        self.scopes = scopes if scopes is not None else Scopes(module)
         self.scope: Scope = self.scopes.module
         self.frame: ast.AST | None = None  # the innermost def or class
         self.current: AstFunction | None = None  # the innermost def, outside a class body

@@ -10,7 +10,7 @@ import codecs
 import io
 import re
 import tokenize
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -22,9 +22,6 @@ from xlamigrate.model import Finding
 from xlamigrate.suppression import is_suppressed, parse_suppressions
 
 if TYPE_CHECKING:
-    import libcst as cst
-    from libcst.metadata import CodePosition, MetadataWrapper
-
     from xlamigrate.kinds.python.astpositions import SourceLines
 
 # A command's string: its value mapped to the file (None where it cannot be: an f-string, bytes),
@@ -39,40 +36,15 @@ _ESCAPE = re.compile(
 
 def command_findings(
     path: str,
-    wrapper: MetadataWrapper,
-    commands: Sequence[cst.BaseExpression],
-    catalogue: Catalogue,
-    enabled: frozenset[str],
-) -> list[Finding]:
-    """The findings of the shell command lines `commands` (string literals of libcst's tree)."""
-    if not commands:
-        return []
-    from libcst.metadata import PositionProvider
-
-    code = wrapper.module.code
-    index = LineIndex(code)
-    positions = wrapper.resolve(PositionProvider)
-    literals = [
-        (
-            _mapped(code, node, lambda leaf: _offset(index, positions[leaf].start)),
-            _offset(index, positions[node].start),
-            _offset(index, positions[node].end),
-        )
-        for node in commands
-    ]
-    return _findings(path, code, index, literals, catalogue, enabled)
-
-
-def ast_command_findings(
-    path: str,
     source: str,
     lines: SourceLines,
     commands: Sequence[ast.expr],
     catalogue: Catalogue,
     enabled: frozenset[str],
 ) -> list[Finding]:
-    """The same, for the string literals of an ast tree of `source`: each literal's string
-    tokens are read from its text (ast keeps an implicit concatenation as one node)."""
+    """The findings of the shell command lines `commands` (string literals of the ast tree of
+    `source`): each literal's string tokens are read from its text (ast keeps an implicit
+    concatenation as one node), so each character of its value maps to where it is written."""
     if not commands:
         return []
     literals = []
@@ -139,38 +111,10 @@ def _flag_names(names: frozenset[str]) -> re.Pattern[str]:
     return re.compile(rf"(?<![A-Za-z0-9_])(?:{alternatives})(?![A-Za-z0-9_])")
 
 
-def _offset(index: LineIndex, position: CodePosition) -> int:
-    return index.starts[position.line - 1] + position.column
-
-
-def _mapped(
-    code: str, node: cst.BaseExpression, offset_of: Callable[[cst.SimpleString], int]
-) -> Embedded | None:
-    """The value of a string literal, each character mapped to where it is written in `code`;
-    None when it cannot be mapped exactly (f-strings, bytes, what does not read back)."""
-    import libcst as cst
-
-    leaves = list(_leaves(node))
-    if not all(isinstance(leaf, cst.SimpleString) for leaf in leaves):
-        return None  # an f-string part: its value is not known
-    pieces = []
-    for leaf in leaves:
-        assert isinstance(leaf, cst.SimpleString)
-        mapped = _literal_pieces(code, offset_of(leaf), leaf.value)
-        if mapped is None:
-            return None
-        pieces.extend(mapped)
-    try:
-        value = node.evaluated_value  # type: ignore[attr-defined]
-    except Exception:  # a malformed escape: nothing to map
-        return None
-    if not pieces or not isinstance(value, str) or "".join(c for c, _, _ in pieces) != value:
-        return None
-    return Embedded.mapped(code, pieces, editable=False)
-
-
 def _mapped_tokens(code: str, start: int, end: int, value: object) -> Embedded | None:
-    """`_mapped` for the literal written at code[start:end], read token by token."""
+    """The value of the string literal written at code[start:end], each character mapped to
+    where it is written (read token by token); None when it cannot be mapped exactly
+    (f-strings, bytes, what does not read back)."""
     if not isinstance(value, str):
         return None  # bytes, or an f-string (no value)
     segment = code[start:end]
@@ -199,17 +143,6 @@ _BETWEEN_STRINGS = frozenset(
         tokenize.DEDENT,
     }
 )  # fmt: skip
-
-
-def _leaves(node: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
-    """The literals a (concatenated) string is made of, in order."""
-    import libcst as cst
-
-    if isinstance(node, cst.ConcatenatedString):
-        yield from _leaves(node.left)
-        yield from _leaves(node.right)
-    else:
-        yield node
 
 
 def _literal_pieces(code: str, start: int, text: str) -> list[tuple[str, int, int]] | None:

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.findings import MENTION_RULE, access_findings
 from xlamigrate.kinds.python.envaccess import EnvAccess, EnvAccessAnalysis, FlagMention
 from xlamigrate.model import Finding, Fix, Span
-
-if TYPE_CHECKING:
-    import libcst as cst
-    from libcst.metadata import CodeRange
 
 _MENTION_PHRASE = {
     "string": "{variable} named in a string",
@@ -32,17 +28,6 @@ def classified(
     yield from access_findings(path, analysis.accesses, lambda access: span(access.node), catalogue)
     for mention in analysis.mentions:
         yield mention, _mention_finding(path, mention, span(mention.node), catalogue)
-
-
-def span_of(node: cst.CSTNode, positions: Mapping[cst.CSTNode, CodeRange]) -> Span:
-    """A node's 1-based region, end column exclusive (SARIF's convention)."""
-    code_range = positions[node]
-    return Span(
-        line=code_range.start.line,
-        column=code_range.start.column + 1,
-        end_line=code_range.end.line,
-        end_column=code_range.end.column + 1,
-    )
 
 
 def _mention_finding(path: str, mention: FlagMention, span: Span, catalogue: Catalogue) -> Finding:

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     import ast
 
-    import libcst as cst
-    from libcst.metadata import MetadataWrapper
+    from xlamigrate.kinds.python.astscopes import Scopes
+    from xlamigrate.kinds.python.astwalk import DictItem
 
 from xlamigrate.flagvalue import FlagValue
 from xlamigrate.model import Access, Target
@@ -38,10 +38,10 @@ class EnvAccess:
     target: Target
     form: Form
     value: FlagValue | None
-    node: cst.CSTNode = field(compare=False, repr=False)
+    node: ast.AST | DictItem = field(compare=False, repr=False)
     via: str | None = None  # the same-file helper the access goes through
     # The expression a write sets (`"1" if bf16 else "0"`), for the rewriter's conditions.
-    value_node: cst.BaseExpression | None = field(default=None, compare=False, repr=False)
+    value_node: ast.expr | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ class FlagMention:
     variable: str
     context: MentionContext
     value: FlagValue | None
-    node: cst.CSTNode = field(compare=False, repr=False)
+    node: ast.AST = field(compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -59,32 +59,25 @@ class EnvAccessAnalysis:
     accesses: tuple[EnvAccess, ...]
     mentions: tuple[FlagMention, ...]
     # string literals that are shell command lines, for the shell engine (commands.py)
-    commands: tuple[cst.BaseExpression, ...] = ()
+    commands: tuple[ast.expr, ...] = ()
     # Python scripts the module starts as child processes (`subprocess.run([sys.executable,
     # "train.py"])`): they inherit the process's environment unless given one.
     children: tuple[str, ...] = ()
 
 
 def analyse_env_accesses(
-    wrapper: MetadataWrapper, flags: Collection[str], also: Collection[str] = ()
+    module: ast.Module,
+    source: str,
+    flags: Collection[str],
+    also: Collection[str] = (),
+    scopes: Scopes | None = None,
 ) -> EnvAccessAnalysis:
-    """Every access to (and leftover mention of) a flag in the module, resolved; accesses to the
-    `also` variables too (the rewriter's NEURON_* variables), without mentions."""
-    from xlamigrate.kinds.python.envresolve import resolve_walk  # the walk and resolution import us
-    from xlamigrate.kinds.python.envwalk import EnvWalker
-
-    walker = EnvWalker(frozenset(flags), frozenset(also))
-    wrapper.visit(walker)
-    return resolve_walk(walker)
-
-
-def analyse_module_env_accesses(
-    module: ast.Module, source: str, flags: Collection[str], also: Collection[str] = ()
-) -> EnvAccessAnalysis:
-    """The same analysis of the standard library's `ast` tree of `source` (the scan's: no
-    libcst import, no metadata passes); its nodes are ast's (a dict item: astwalk.DictItem)."""
+    """Every access to (and leftover mention of) a flag in the module (the standard library's
+    `ast` tree of `source`), resolved; accesses to the `also` variables too (the rewriter's
+    NEURON_* variables), without mentions. Its nodes are ast's (a dict entry: astwalk.DictItem).
+    `scopes`: the module's, where the caller has them already."""
     from xlamigrate.kinds.python.astwalk import AstEnvWalker
     from xlamigrate.kinds.python.envresolve import resolve_walk
 
-    walker = AstEnvWalker(module, source, frozenset(flags), frozenset(also))
+    walker = AstEnvWalker(module, source, frozenset(flags), frozenset(also), scopes)
     return resolve_walk(walker)

@@ -1,7 +1,6 @@
-"""What an env-access walk records, whichever parser it walks (libcst's envwalk.py, ast's
-astwalk.py): raw accesses whose keys and values are still expressions, aliases, sinks, constants
-and helper calls, resolved by envresolve.py once the whole file has been seen. Nothing here
-imports a parser: the nodes are the walk's own."""
+"""What the env-access walk (astwalk.py) records: raw accesses whose keys and values are still
+expressions, aliases, sinks, constants and helper calls, resolved by envresolve.py once the
+whole file has been seen. Nothing here imports a parser: the nodes are the walk's own."""
 
 from __future__ import annotations
 

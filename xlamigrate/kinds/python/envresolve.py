@@ -1,7 +1,6 @@
 """Resolution of a walk: follows aliases, env-dict sinks, module constants and same-file helpers
-to the flag each raw access names; what names a flag but resolves to nothing is a mention. The
-walk is libcst's (envwalk.py) or ast's (astwalk.py): what the resolver asks of its nodes goes
-through the walk's `syntax`."""
+to the flag each raw access names; what names a flag but resolves to nothing is a mention. What
+the resolver asks of the walk's (astwalk.py) nodes goes through its `syntax`."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The Python kind's entry points: scan and rewrite one file. The rewrite
-modules cost ~0.2 s to import: a scan never loads them (`preload` names what a task needs)."""
+"""The Python kind's entry points: scan and rewrite one file (`preload` names the modules a task
+needs, imported before a pool forks its workers)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import importlib
 
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.model import FileResult, RewriteOutcome
-from xlamigrate.nesting import nesting_error
 from xlamigrate.request import STANDALONE, FileContext, RewriteRequest
 
 _TASK_MODULES = {
@@ -43,7 +42,4 @@ def rewrite(
 ) -> RewriteOutcome:
     from xlamigrate.kinds.python.rewrite import rewrite_python
 
-    too_deep = nesting_error(path, data)
-    if too_deep is not None:
-        return RewriteOutcome(path, data, None, errors=(too_deep,))
     return rewrite_python(path, data, catalogue, enabled, request, context)

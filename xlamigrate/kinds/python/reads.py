@@ -1,5 +1,6 @@
 """What each read of a legacy flag meant in the configurations a script is launched in, and
-what it becomes once the launchers set the signal instead of the flag.
+what it becomes once the launchers set the signal instead of the flag, on the standard library's
+`ast`.
 
 A read is climbed to the largest expression that is the flags' alone (`A == "1"`,
 `os.environ.get(A) or os.environ.get(B)`, `int(...)`), evaluated in every configuration before
@@ -17,11 +18,11 @@ the migration (the flags the launchers set) and after (none; the signal where th
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import ast
+import copy
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
-
-import libcst as cst
+from typing import Any, Literal, cast
 
 from xlamigrate.findings import UNSET_ONCE_MIGRATED, with_note
 from xlamigrate.kinds.python.envaccess import EnvAccess
@@ -31,11 +32,12 @@ from xlamigrate.kinds.python.flagtests import (
     FlagEvaluator,
     enclosing_expression,
 )
-from xlamigrate.kinds.python.training import TrainingScript, code_of, collect_nodes
+from xlamigrate.kinds.python.training import Block, TrainingScript, collect_nodes
 from xlamigrate.model import Finding, Fix
 from xlamigrate.project.model import Configuration, ScriptRecipe
 
 Resolution = Literal["signal", "collapse", "unchanged", "manual"]
+Branch = Block | ast.expr  # an `if`'s body or else, a conditional expression's
 _DOWNCAST = "XLA_DOWNCAST_BF16"
 _FLOAT64_DTYPES = ("double", "float64")
 _READ_FORMS = ("get", "getenv", "subscript", "in")
@@ -45,14 +47,15 @@ _READ_FORMS = ("get", "getenv", "subscript", "in")
 class ReadPlan:
     """One flag test of the module and what becomes of it."""
 
-    top: cst.BaseExpression  # the largest expression that is the flags' alone
+    top: ast.expr  # the largest expression that is the flags' alone
+    code: str  # its code as written, its own parentheses included
     accesses: tuple[EnvAccess, ...]
     resolution: Resolution
     negated: bool = False  # "signal": it was true where the recipe is *not* applied
     # "collapse": the conditional that goes, and whether its body (not its else) stays
-    collapsed: cst.If | cst.IfExp | None = None
+    collapsed: ast.If | ast.IfExp | None = None
     keep_body: bool = False
-    float32: tuple[cst.CSTNode, ...] = ()  # float64 spellings that become float32
+    float32: tuple[ast.Attribute, ...] = ()  # float64 spellings that become float32
     before: tuple[Any, ...] = ()  # its value per configuration
     after: Any = None
 
@@ -63,7 +66,7 @@ class ReadPlan:
             for value, configuration in zip(self.before, configurations, strict=True)
         )
         after = _shown(self.after)
-        return f"`{code_of(self.top)}` was {pairs}; after the migration it is {after} in every one"
+        return f"`{self.code}` was {pairs}; after the migration it is {after} in every one"
 
 
 @dataclass(frozen=True)
@@ -78,7 +81,7 @@ class ReadOutcome:
 def read_outcomes(
     script: TrainingScript,
     accesses: Sequence[EnvAccess],
-    findings: Mapping[cst.CSTNode, Finding],  # by the read's node
+    findings: Mapping[ast.AST, Finding],  # by the read's node
     recipe: ScriptRecipe,
     signal: str,
 ) -> list[ReadOutcome]:
@@ -87,7 +90,7 @@ def read_outcomes(
     same: a resolved read is a safe fix; the others say their values per configuration."""
     outcomes = []
     for read in ReadClassifier(script, accesses, recipe.configurations).plans():
-        reported = tuple(findings[a.node] for a in read.accesses if a.node in findings)
+        reported = tuple(findings[_node(a)] for a in read.accesses if _node(a) in findings)
         if not reported:
             continue
         if len(reported) < len(read.accesses):  # a read noqa'd or not selected: left alone
@@ -131,10 +134,15 @@ def _note(read: ReadPlan, recipe: ScriptRecipe, gate: str) -> str:
     return values
 
 
+def _node(access: EnvAccess) -> ast.AST:
+    """The ast node an access is reported at (a read's is an expression, never a dict entry)."""
+    return cast(ast.AST, access.node)
+
+
 @dataclass(frozen=True)
 class _Trick:
-    float64: tuple[cst.CSTNode, ...]
-    collapsed: cst.If | cst.IfExp | None = None  # both branches agree once float64 is float32
+    float64: tuple[ast.Attribute, ...]
+    collapsed: ast.If | ast.IfExp | None = None  # both branches agree once float64 is float32
     keep_body: bool = False
 
 
@@ -146,22 +154,23 @@ class ReadClassifier:
     _evaluator: FlagEvaluator = field(init=False)
 
     def __post_init__(self) -> None:
-        reads = {a.node: a for a in self.accesses if a.kind == "read" and a.form in _READ_FORMS}
+        reads = {_node(a): a for a in self.accesses if a.kind == "read" and a.form in _READ_FORMS}
         self._evaluator = FlagEvaluator(reads)
         self._envs = [{flag: "1" for flag in c.flags} for c in self.configurations]
         self._recipe = [bool(c.flags) for c in self.configurations]
 
     def plans(self) -> list[ReadPlan]:
         """One plan per flag test (several reads may share one: `A or B`)."""
-        by_top: dict[cst.CSTNode, list[EnvAccess]] = {}
+        by_top: dict[ast.AST, list[EnvAccess]] = {}
         for access in self.accesses:
             if access.kind != "read" or access.target != "process":
                 continue
-            top = self._top(access.node) if access.form in _READ_FORMS else access.node
+            node = _node(access)
+            top = self._top(node) if access.form in _READ_FORMS else node
             by_top.setdefault(top, []).append(access)
         return [self._classify(top, tuple(found)) for top, found in by_top.items()]
 
-    def _top(self, node: cst.CSTNode) -> cst.CSTNode:
+    def _top(self, node: ast.AST) -> ast.AST:
         current = node
         while True:
             outer = enclosing_expression(current, self.script.parent)
@@ -171,11 +180,12 @@ class ReadClassifier:
                 return current
             current = outer
 
-    def _classify(self, top: cst.CSTNode, accesses: tuple[EnvAccess, ...]) -> ReadPlan:
-        assert isinstance(top, cst.BaseExpression)
+    def _classify(self, top: ast.AST, accesses: tuple[EnvAccess, ...]) -> ReadPlan:
+        assert isinstance(top, ast.expr)
         before = tuple(self._evaluator.value(top, env) for env in self._envs)
         after = self._evaluator.value(top, {})
-        plan = ReadPlan(top, accesses, "manual", before=before, after=after)
+        code = self.script.code(top)
+        plan = ReadPlan(top, code, accesses, "manual", before=before, after=after)
         if any(a.form not in _READ_FORMS for a in accesses) or _unknown(after, *before):
             return plan
         if all(value == after for value in before):
@@ -197,22 +207,22 @@ class ReadClassifier:
             return _with(plan, "signal", negated=negated)
         return plan
 
-    def _in_test(self, node: cst.CSTNode) -> bool:
+    def _in_test(self, node: ast.AST) -> bool:
         """Whether only the truth of `node` matters where it stands."""
         parent = self.script.parent(node)
-        if isinstance(parent, (cst.If, cst.While, cst.IfExp, cst.Assert, cst.CompIf)):
+        if isinstance(parent, (ast.If, ast.While, ast.IfExp, ast.Assert)):
             return parent.test is node
-        if isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Not):
+        if isinstance(parent, ast.comprehension):
+            return any(test is node for test in parent.ifs)
+        if isinstance(parent, ast.UnaryOp) and isinstance(parent.op, ast.Not):
             return True
-        if isinstance(parent, cst.BooleanOperation):
+        if isinstance(parent, ast.BoolOp):
             return self._in_test(parent)
         return False
 
     # -- the float64 trick ---------------------------------------------------------------------
 
-    def _float64_trick(
-        self, top: cst.BaseExpression, accesses: tuple[EnvAccess, ...]
-    ) -> _Trick | None:
+    def _float64_trick(self, top: ast.expr, accesses: tuple[EnvAccess, ...]) -> _Trick | None:
         """Where the test picks a branch that uses float64 under XLA_DOWNCAST_BF16: the float64
         nodes there, and the conditional that can go (both branches computing the same in
         float32); None where it picks no such branch."""
@@ -220,54 +230,74 @@ class ReadClassifier:
             return None
         on = bool(self._evaluator.value(top, {_DOWNCAST: "1"}))
         parent = self.script.parent(top)
-        if isinstance(parent, (cst.If, cst.IfExp)) and parent.test is top:
-            chosen, other = _branches(parent, on)
-            float64 = _float64_nodes(chosen)
+        if isinstance(parent, (ast.If, ast.IfExp)) and parent.test is top:
+            chosen, other = _branches(self.script, parent, on)
+            float64 = self._float64_nodes(chosen)
             if not float64:
                 return None
-            elif_chain = isinstance(parent, cst.If) and isinstance(parent.orelse, cst.If)
-            agree = (
-                chosen is not None
-                and other is not None
-                and not elif_chain
-                and _canonical(chosen) == _canonical(other)
+            agree = (  # (an `elif` is no other branch)
+                chosen is not None and other is not None and _canonical(chosen) == _canonical(other)
             )
             return _Trick(tuple(float64), parent if agree else None, keep_body=not on)
         tests = self._tests_of_name_assigned(top)
-        float64 = [node for test in tests for node in _float64_nodes(_branches(test, on)[0])]
+        float64 = [
+            node
+            for test in tests
+            for node in self._float64_nodes(_branches(self.script, test, on)[0])
+        ]
         return _Trick(tuple(float64)) if float64 else None
 
-    def _tests_of_name_assigned(self, top: cst.CSTNode) -> list[cst.If | cst.IfExp]:
+    def _tests_of_name_assigned(self, top: ast.expr) -> list[ast.If | ast.IfExp]:
         """`name = <top>` (or `self.name = <top>`): the conditionals that test that name in
         the same function (or, for an attribute of self, the same class)."""
         assign = self.script.parent(top)
         if (
-            not isinstance(assign, cst.Assign)
+            not isinstance(assign, ast.Assign)
             or len(assign.targets) != 1
             or assign.value is not top
         ):
             return []
-        target = assign.targets[0].target
-        if isinstance(target, cst.Name):
-            scope: cst.CSTNode | None = self.script.enclosing_function(assign) or self.script.module
+        target = assign.targets[0]
+        scope: ast.AST | None
+        if isinstance(target, ast.Name):
+            scope = self.script.enclosing_function(assign) or self.script.module
         elif (
-            isinstance(target, cst.Attribute)
-            and isinstance(target.value, cst.Name)
-            and target.value.value == "self"
+            isinstance(target, ast.Attribute)
+            and isinstance(target.value, ast.Name)
+            and target.value.id == "self"
         ):
             scope = next(
-                (a for a in self.script.ancestors(assign) if isinstance(a, cst.ClassDef)), None
+                (a for a in self.script.ancestors(assign) if isinstance(a, ast.ClassDef)), None
             )
         else:
             return []
         if scope is None:
             return []
-        name = code_of(target)
-        conditionals: list[cst.If | cst.IfExp] = [
-            *collect_nodes(scope, cst.If),
-            *collect_nodes(scope, cst.IfExp),
+        name = self.script.code(target)
+        conditionals: list[ast.If | ast.IfExp] = [
+            *collect_nodes(scope, ast.If),
+            *collect_nodes(scope, ast.IfExp),
         ]
-        return [node for node in conditionals if code_of(node.test) == name]
+        return [node for node in conditionals if self.script.code(node.test) == name]
+
+    def _float64_nodes(self, branch: Branch | None) -> list[ast.Attribute]:
+        """`torch.double`, `torch.float64` and `.double()` in `branch` (for `x.double()`, the
+        attribute `x.double`: ast has no node for its name)."""
+        if branch is None:
+            return []
+        found: list[ast.Attribute] = []
+        for attribute in self.script.nodes(branch, ast.Attribute):
+            if attribute.attr in _FLOAT64_DTYPES and _is_torch(attribute.value):
+                found.append(attribute)  # torch.double
+        for call in self.script.nodes(branch, ast.Call):
+            func = call.func
+            if (
+                isinstance(func, ast.Attribute)
+                and func.attr == "double"
+                and not _has_arguments(call)
+            ):
+                found.append(func)  # x.double()
+        return found
 
 
 def _with(plan: ReadPlan, resolution: Resolution, **changes: Any) -> ReadPlan:
@@ -285,91 +315,83 @@ def _shown(value: Any) -> str:
 
 
 def _branches(
-    conditional: cst.If | cst.IfExp, on: bool
-) -> tuple[cst.CSTNode | None, cst.CSTNode | None]:
-    """(the branch taken when the test is `on`, the other one; None where there is none)."""
-    if isinstance(conditional, cst.IfExp):
+    script: TrainingScript, conditional: ast.If | ast.IfExp, on: bool
+) -> tuple[Branch | None, Branch | None]:
+    """(the branch taken when the test is `on`, the other one; None where there is none: an
+    `elif` is no else branch)."""
+    if isinstance(conditional, ast.IfExp):
         return (
             (conditional.body, conditional.orelse) if on else (conditional.orelse, conditional.body)
         )
-    orelse = conditional.orelse.body if isinstance(conditional.orelse, cst.Else) else None
-    return (conditional.body, orelse) if on else (orelse, conditional.body)
+    body = script.block(conditional, "body")
+    orelse = None if _is_elif_chain(script, conditional) else script.block(conditional, "orelse")
+    return (body, orelse) if on else (orelse, body)
 
 
-def _float64_nodes(branch: cst.CSTNode | None) -> list[cst.CSTNode]:
-    """`torch.double`, `torch.float64` and `.double()` in `branch`."""
-    if branch is None:
-        return []
-    found: list[cst.CSTNode] = []
-    for attribute in collect_nodes(branch, cst.Attribute):
-        if attribute.attr.value in _FLOAT64_DTYPES and _is_torch(attribute.value):
-            found.append(attribute)  # torch.double
-    for call in collect_nodes(branch, cst.Call):
-        func = call.func
-        if isinstance(func, cst.Attribute) and func.attr.value == "double" and not call.args:
-            found.append(func.attr)  # x.double()
-    return found
+def _is_elif_chain(script: TrainingScript, conditional: ast.If) -> bool:
+    """An `if` followed by `elif` (ast writes it as an else holding just an `if`)."""
+    if len(conditional.orelse) != 1:
+        return False
+    orelse = conditional.orelse[0]
+    if not isinstance(orelse, ast.If):
+        return False
+    start, _ = script.offsets(orelse)
+    return script.source.startswith("elif", start)
 
 
-def _is_torch(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Name) and node.value == "torch"
+def _has_arguments(call: ast.Call) -> bool:
+    return bool(call.args or call.keywords)
 
 
-def float32_spelling(node: cst.CSTNode) -> cst.CSTNode:
-    """What a float64 spelling becomes: `torch.float32`, `.float`."""
-    if isinstance(node, cst.Attribute):
-        return node.with_changes(attr=cst.Name("float32"))
-    assert isinstance(node, cst.Name)
-    return node.with_changes(value="float")
+def _is_torch(node: ast.expr) -> bool:
+    return isinstance(node, ast.Name) and node.id == "torch"
 
 
-class _Canonical(cst.CSTTransformer):
+def float32_spelling(script: TrainingScript, node: ast.Attribute) -> str:
+    """What a float64 spelling's code (its own parentheses included) becomes:
+    `torch.float32` for `torch.double`, `x.float` for the `x.double` of `x.double()`."""
+    start, end = script.offsets(node)
+    _, name_end = script.offsets(node, parentheses=False)  # the attribute's name ends there
+    name_start = name_end - len(node.attr)
+    call = script.parent(node)
+    spelling = "float" if isinstance(call, ast.Call) and call.func is node else "float32"
+    return script.source[start:name_start] + spelling + script.source[name_end:end]
+
+
+class _Canonical(ast.NodeTransformer):
     """One spelling for "float32" (double counted as float32: the branch is compared as it will
     be): `x.float()`, `x.double()`, `x.to(torch.float)` -> `x.to(torch.float32)`."""
 
-    def leave_Attribute(
-        self, original_node: cst.Attribute, updated_node: cst.Attribute
-    ) -> cst.BaseExpression:
-        if updated_node.attr.value in (*_FLOAT64_DTYPES, "float", "float32") and _is_torch(
-            updated_node.value
-        ):
-            return cst.Attribute(cst.Name("torch"), cst.Name("float32"))
-        return updated_node
+    def visit_Attribute(self, node: ast.Attribute) -> ast.expr:
+        self.generic_visit(node)
+        if node.attr in (*_FLOAT64_DTYPES, "float", "float32") and _is_torch(node.value):
+            return _torch_float32()
+        return node
 
-    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
-        func = updated_node.func
+    def visit_Call(self, node: ast.Call) -> ast.expr:
+        self.generic_visit(node)
+        func = node.func
         if (
-            isinstance(func, cst.Attribute)
-            and not updated_node.args
-            and func.attr.value in ("double", "float")
+            isinstance(func, ast.Attribute)
+            and not _has_arguments(node)
+            and func.attr in ("double", "float")
         ):
-            dtype = cst.Attribute(cst.Name("torch"), cst.Name("float32"))
-            return cst.Call(cst.Attribute(func.value, cst.Name("to")), [cst.Arg(dtype)])
-        if isinstance(func, cst.Attribute) and func.attr.value == "to":
-            args = [
-                arg.with_changes(
-                    keyword=None, equal=cst.MaybeSentinel.DEFAULT, comma=cst.MaybeSentinel.DEFAULT
-                )
-                if arg.keyword and arg.keyword.value == "dtype"
-                else arg.with_changes(comma=cst.MaybeSentinel.DEFAULT)
-                for arg in updated_node.args
-            ]
-            return updated_node.with_changes(args=args)
-        return updated_node
+            to = ast.Attribute(func.value, "to", ast.Load())
+            return ast.Call(to, [_torch_float32()], [])
+        if isinstance(func, ast.Attribute) and func.attr == "to":
+            dtype = [keyword for keyword in node.keywords if keyword.arg == "dtype"]
+            node.args = [*node.args, *(keyword.value for keyword in dtype)]
+            node.keywords = [keyword for keyword in node.keywords if keyword.arg != "dtype"]
+        return node
 
 
-def _canonical(branch: cst.CSTNode) -> str:
-    if isinstance(branch, cst.IndentedBlock):
-        statements: Iterable[cst.CSTNode] = branch.body
-    elif isinstance(branch, cst.SimpleStatementSuite):
-        statements = [cst.SimpleStatementLine(body=branch.body)]
-    else:
-        statements = [branch]
-    codes = []
-    for statement in statements:
-        if hasattr(statement, "leading_lines"):
-            statement = statement.with_changes(leading_lines=())
-        canonical = statement.visit(_Canonical())
-        assert isinstance(canonical, cst.CSTNode)
-        codes.append(code_of(canonical).strip())
-    return "\n".join(codes)
+def _torch_float32() -> ast.Attribute:
+    return ast.Attribute(ast.Name("torch", ast.Load()), "float32", ast.Load())
+
+
+def _canonical(branch: Branch) -> str:
+    """The branch as it computes once float64 is float32 (formatting and comments aside)."""
+    statements: Sequence[ast.AST] = branch.statements if isinstance(branch, Block) else [branch]
+    return "\n".join(
+        ast.dump(_Canonical().visit(copy.deepcopy(statement))) for statement in statements
+    )

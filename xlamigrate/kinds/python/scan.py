@@ -2,9 +2,9 @@
 
 The analysis runs on the standard library's `ast` (the C parser, scopes and positions read off
 its nodes: astwalk.py), shell command strings included (commands.py maps their characters into
-the file from their tokens). libcst is loaded only where a finding depends on the rewriter's
-plan: the reads a project's recipe resolves, and the file's own enabling writes, whose fix
-depends on whether the rewriter can put their recipe in whole."""
+the file from their tokens). Where a finding depends on the rewriter's plan (the reads a
+project's recipe resolves; the file's own enabling writes, whose fix depends on whether the
+recipe can go in whole), the planner says it, on the same tree: libcst is never loaded."""
 
 from __future__ import annotations
 
@@ -20,12 +20,13 @@ from xlamigrate.catalogue import Catalogue
 from xlamigrate.findings import with_note
 from xlamigrate.flagvalue import RECIPE_FLAGS
 from xlamigrate.kinds.python.astpositions import SourceLines
+from xlamigrate.kinds.python.astscopes import Scopes
 from xlamigrate.kinds.python.detect import classified
 from xlamigrate.kinds.python.envaccess import (
     EnvAccess,
     EnvAccessAnalysis,
     FlagMention,
-    analyse_module_env_accesses,
+    analyse_env_accesses,
 )
 from xlamigrate.model import FileError, FileResult, Finding, Fix, Span
 from xlamigrate.neuronflags import RECIPE_VARIABLES
@@ -33,7 +34,7 @@ from xlamigrate.request import STANDALONE, FileContext
 from xlamigrate.suppression import is_suppressed, parse_suppressions
 
 if TYPE_CHECKING:
-    pass
+    from xlamigrate.kinds.python.training import TrainingScript
 
 Pairs = list[tuple[EnvAccess | FlagMention, Finding]]
 
@@ -45,17 +46,15 @@ def scan_python(
     enabled: frozenset[str],
     context: FileContext = STANDALONE,
 ) -> FileResult:
-    parsed = _parsed(data)
-    found = _scan_on_ast(path, *parsed, catalogue, enabled, context) if parsed else None
-    if found is not None:
-        return found
-    tree = parsed[1] if parsed else None
-    return _scan_on_libcst(path, data, catalogue, enabled, context, tree)
+    parsed = parsed_python(data)
+    if parsed is None:
+        return FileResult(path, errors=(parse_failure(path, data),))
+    return _scan_on_ast(path, *parsed, catalogue, enabled, context)
 
 
-def _parsed(data: bytes) -> tuple[str, ast.Module] | None:
-    """The file's text and `ast` tree; None where it does not parse (libcst's path words the
-    error)."""
+def parsed_python(data: bytes) -> tuple[str, ast.Module] | None:
+    """The file's text and `ast` tree; None where it does not parse (`parse_failure` says
+    why)."""
     if b"\0" in data:
         return None
     try:
@@ -67,6 +66,27 @@ def _parsed(data: bytes) -> tuple[str, ast.Module] | None:
         return None
 
 
+def parse_failure(path: str, data: bytes) -> FileError:
+    """Why a file does not parse, with its line: nested too deeply for the parsers, or
+    Python's own words (parse.py)."""
+    from xlamigrate.kinds.python.parse import parse_python
+    from xlamigrate.nesting import nesting_error
+
+    too_deep = nesting_error(path, data)
+    if too_deep is not None:
+        return too_deep
+    parsed = parse_python(path, data)
+    if isinstance(parsed, FileError):
+        return parsed
+    try:  # libcst reads it where Python's parser does not (newer syntax, say)
+        compile(data, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as error:
+        return FileError(path, error.lineno or None, f"could not parse: {error.msg}")
+    except (ValueError, RecursionError, MemoryError) as error:
+        return FileError(path, None, f"could not parse: {error}")
+    return FileError(path, None, "could not parse: the file does not parse as Python")
+
+
 def _scan_on_ast(
     path: str,
     source: str,
@@ -74,85 +94,60 @@ def _scan_on_ast(
     catalogue: Catalogue,
     enabled: frozenset[str],
     context: FileContext,
-) -> FileResult | None:
-    """The scan on `ast`, or None where the file needs libcst's tree (see the module's doc)."""
-    analysis = analyse_module_env_accesses(module, source, catalogue.flags)
+) -> FileResult:
+    """The scan: the env analysis on `ast`, worded as the rewrite would word it (the reads a
+    project's recipe resolves; the file's own enabling writes, which the rewrite removes only
+    where their recipe goes in whole)."""
+    planned = context.recipe is None  # its own enabling writes may need the rewriter's plan
+    scopes = Scopes(module)
+    also = RECIPE_VARIABLES if planned else ()
+    analysis = analyse_env_accesses(module, source, catalogue.flags, also, scopes)
     lines = SourceLines(source)
     pairs = reported(path, source, analysis, lines.span, catalogue, enabled)
-    if _needs_the_rewriter(pairs, context):
-        return None
+    script: TrainingScript | None = None
+    recipe = context.reads_against
+    reads = {
+        a.node: f
+        for a, f in pairs
+        if isinstance(a, EnvAccess) and a.kind == "read" and isinstance(a.node, ast.AST)
+    }
+    rewritten = (recipe is not None and reads) or (
+        planned and any(_removable_enabling(item, f) for item, f in pairs)
+    )
+    if rewritten:  # the rewrite would apply its plan with libcst: can it take this file?
+        from xlamigrate.nesting import nesting_error
+
+        too_deep = nesting_error(path, b"", module)
+        if too_deep is not None:
+            return FileResult(path, errors=(too_deep,))
+    if recipe is not None and reads:  # what the rewrite makes of them, as it would say it
+        from xlamigrate.kinds.python.reads import read_outcomes
+        from xlamigrate.kinds.python.training import TrainingScript
+
+        script = TrainingScript(module, source, scopes)
+        outcomes = read_outcomes(script, analysis.accesses, reads, recipe, context.signal)
+        worded = {(f.span, f.code): f for o in outcomes for f in o.findings}
+        pairs = [(item, worded.get((f.span, f.code), f)) for item, f in pairs]
     pairs = kept_for_children(pairs, context, analysis.children)
+    if planned and any(_removable_enabling(item, f) for item, f in pairs):
+        from xlamigrate.kinds.python.rewrite import kept_for_recipe
+        from xlamigrate.kinds.python.training import TrainingScript
+
+        script = script or TrainingScript(module, source, scopes)
+        pairs = kept_for_recipe(path, script, pairs, catalogue, context, analysis.accesses)
     found = [finding for _, finding in pairs]
     if analysis.commands:
-        from xlamigrate.kinds.python.commands import ast_command_findings
+        from xlamigrate.kinds.python.commands import command_findings
 
         commands = analysis.commands
-        found += ast_command_findings(path, source, lines, commands, catalogue, enabled)  # type: ignore[arg-type]
+        found += command_findings(path, source, lines, commands, catalogue, enabled)
     return FileResult(path, findings=tuple(sorted(found, key=lambda f: f.sort_key)))
-
-
-def _needs_the_rewriter(pairs: Pairs, context: FileContext) -> bool:
-    """Whether a finding's wording or fix depends on the rewriter's plan of the file."""
-    reads = any(isinstance(a, EnvAccess) and a.kind == "read" for a, _ in pairs)
-    if context.reads_against is not None and reads:
-        return True
-    return context.recipe is None and any(_removable_enabling(item, f) for item, f in pairs)
 
 
 def _decoded(data: bytes) -> str:
     """The file's text, decoded as Python decodes it (PEP 263 cookie, BOM), newlines kept."""
     encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     return data.decode(encoding)
-
-
-def _scan_on_libcst(
-    path: str,
-    data: bytes,
-    catalogue: Catalogue,
-    enabled: frozenset[str],
-    context: FileContext,
-    tree: ast.Module | None = None,
-) -> FileResult:
-    from libcst.metadata import MetadataWrapper, PositionProvider
-
-    from xlamigrate.kinds.python.commands import command_findings
-    from xlamigrate.kinds.python.detect import span_of
-    from xlamigrate.kinds.python.envaccess import analyse_env_accesses
-    from xlamigrate.kinds.python.parse import parse_python
-    from xlamigrate.nesting import nesting_error
-
-    too_deep = nesting_error(path, data, tree)  # what would crash libcst's parser
-    if too_deep is not None:
-        return FileResult(path, errors=(too_deep,))
-    parsed = parse_python(path, data)
-    if isinstance(parsed, FileError):
-        return FileResult(path, errors=(parsed,))
-    wrapper = MetadataWrapper(parsed, unsafe_skip_copy=True)
-    planned = context.recipe is None  # its own enabling writes may need the rewriter's plan
-    also = RECIPE_VARIABLES if planned else ()
-    analysis = analyse_env_accesses(wrapper, catalogue.flags, also)
-    positions = wrapper.resolve(PositionProvider)
-    pairs = reported(
-        path, parsed.code, analysis, lambda node: span_of(node, positions), catalogue, enabled
-    )
-    recipe = context.reads_against
-    reads = {a.node: f for a, f in pairs if isinstance(a, EnvAccess) and a.kind == "read"}
-    if recipe is not None and reads:  # what the rewrite makes of them, as it would say it
-        from xlamigrate.kinds.python.reads import read_outcomes
-        from xlamigrate.kinds.python.training import TrainingScript
-
-        script = TrainingScript(wrapper)
-        outcomes = read_outcomes(script, analysis.accesses, reads, recipe, context.signal)
-        worded = {(f.span, f.code): f for o in outcomes for f in o.findings}
-        pairs = [(item, worded.get((f.span, f.code), f)) for item, f in pairs]
-    pairs = kept_for_children(pairs, context, analysis.children)
-    if context.recipe is None and any(_removable_enabling(item, f) for item, f in pairs):
-        from xlamigrate.kinds.python.rewrite import kept_for_recipe
-
-        pairs = kept_for_recipe(path, wrapper, pairs, catalogue, context, analysis.accesses)
-    found = [finding for _, finding in pairs]
-    found += command_findings(path, wrapper, analysis.commands, catalogue, enabled)
-    return FileResult(path, findings=tuple(sorted(found, key=lambda f: f.sort_key)))
 
 
 def reported(

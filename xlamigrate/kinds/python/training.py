@@ -1,15 +1,35 @@
-"""Finds the parts of a training script a recipe changes: where the optimizer is built (and which
-model feeds it), where a model is moved to its device, and the forward pass before backward()."""
+"""A training script's structure on the standard library's `ast`, as the rewriter's planner asks
+about it: statements and the blocks holding them, parents, scopes, and the parts a recipe changes
+(where the optimizer is built and which model feeds it, where a model is moved to its device, the
+forward pass before backward()).
+
+ast has no node for a line of simple statements (`a = 1; b = 2`) nor for a block: `Line` and
+`Block` stand for them, made once per tree, so the planner can key its edits by them as it keys
+ast's own statements. A statement is a `Line` or a compound ast statement (`if`, `for`, `def`...);
+a simple statement on the line of its compound's header (`if c: x = 1`) belongs to no line: its
+block is a suite."""
 
 from __future__ import annotations
 
+import ast
+import io
 import re
+import tokenize
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
-import libcst as cst
-from libcst.metadata import ParentNodeProvider, ScopeProvider
+from xlamigrate.kinds.python.astpositions import SourceLines
+from xlamigrate.kinds.python.astscopes import Scope, Scopes
+from xlamigrate.kinds.python.astwalk import DictItem
+from xlamigrate.model import Span
+
+COMPOUND = (
+    ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.TryStar,
+    ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Match,
+)  # fmt: skip
+FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_BODIES = ("body", "orelse", "finalbody")
 
 # Optimizer classes recognised by name when their module cannot be resolved (transformers,
 # apex, Neuron samples, bitsandbytes...). torch.optim.* is recognised by qualified name.
@@ -30,116 +50,317 @@ _FEEDING_DEPTH = 3  # assignments followed back from an optimizer's params argum
 _OPTIMIZER_CLASS_NAME = re.compile(r"Adam|SGD|Optim|Lamb(?!da)|LAMB|Lion|Adafactor")
 _SCHEDULER_NAME = re.compile(r"Scheduler|LR$|lr_scheduler")
 _MODEL_PARAMETER_HINTS = ("model", "net", "module")
-_BlockOwner = cst.Module | cst.IndentedBlock
-_NodeT = TypeVar("_NodeT", bound=cst.CSTNode)
+_NodeT = TypeVar("_NodeT", bound=ast.AST)
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
+class Line:
+    """The simple statements of one line of a block (`a = 1; b = 2`: two), libcst's
+    SimpleStatementLine."""
+
+    body: tuple[ast.stmt, ...]
+    block: Block
+
+
+@dataclass(eq=False)
+class Block:
+    """A body of statements: the module's, or one of a compound statement's (`owner.<part>`; an
+    except clause's or a match case's body has that clause as its owner). A suite is a body
+    written on its header's line (`if c: x = 1`): its statements belong to no line."""
+
+    owner: ast.AST
+    part: str  # "body", "orelse", "finalbody"
+    statements: list[ast.stmt]
+    suite: bool
+    body: list[Statement] = field(default_factory=list)  # lines and compound statements
+
+
+Statement = Line | ast.stmt
+Node = ast.AST | Line | Block | DictItem
+
+
+@dataclass(frozen=True, eq=False)
 class OptimizerSite:
-    """`optimizer = SomeOptimizer(model.parameters(), ...)`: the call, its statement, the model."""
+    """`optimizer = SomeOptimizer(model.parameters(), ...)`: the call, its line, the model."""
 
-    call: cst.Call
-    statement: cst.SimpleStatementLine
-    model: cst.BaseExpression
+    call: ast.Call
+    statement: Line
+    model: ast.expr
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ForwardRegion:
     """Consecutive statements of one block: from the model call through the loss computation."""
 
-    statements: tuple[cst.BaseStatement, ...]
-    backward: cst.SimpleStatementLine
-
-
-def code_of(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node)
+    statements: tuple[Statement, ...]
+    backward: Line
 
 
 class TrainingScript:
-    """Structural queries over one parsed module (needs ParentNodeProvider and ScopeProvider)."""
+    """Structural queries over one parsed module (its ast tree and its text)."""
 
-    def __init__(self, wrapper: cst.MetadataWrapper) -> None:
-        self.module = wrapper.module
-        self.parents = wrapper.resolve(ParentNodeProvider)
-        self.scopes = wrapper.resolve(ScopeProvider)
-        self._calls = list(collect_nodes(self.module, cst.Call))
+    def __init__(self, module: ast.Module, source: str, scopes: Scopes | None = None) -> None:
+        self.module = module
+        self.source = source
+        self.lines = SourceLines(source)
+        self.scopes = scopes if scopes is not None else Scopes(module)
+        self._parents: dict[int, Node] = {}
+        self._blocks: dict[int, list[Block]] = {}
+        self._calls: list[ast.Call] = []
+        self._scope_of: dict[int, Scope] | None = None
+        self._synthetic: list[ast.AST] = []
+        self._index()
+        self.top = self._blocks[id(module)][0]  # the module's own block
+
+    # -- the index -------------------------------------------------------------------------------
+
+    def _index(self) -> None:
+        parents = self._parents
+        calls = self._calls
+        pending: list[ast.AST] = [self.module]
+        while pending:
+            node = pending.pop()
+            if isinstance(node, ast.Call):
+                calls.append(node)
+            for name in node._fields:
+                value = getattr(node, name, None)
+                if isinstance(value, list):
+                    if value and isinstance(value[0], ast.stmt):
+                        self._block(node, name, value)
+                        pending.extend(value)
+                        continue
+                    for item in value:
+                        if isinstance(item, ast.AST):
+                            parents[id(item)] = node
+                            pending.append(item)
+                elif isinstance(value, ast.AST) and not isinstance(value, _INERT):
+                    parents[id(value)] = node
+                    pending.append(value)
+            if isinstance(node, ast.BoolOp) and len(node.values) > 2:
+                self._nest(node)
+        calls.sort(key=_start)
+
+    def _nest(self, chain: ast.BoolOp) -> None:
+        """`a or b or c` as libcst has it, `(a or b) or c`: each operand's parent is the
+        operation it ends (ast keeps one flat list; the prefixes are made here, positioned)."""
+        values = chain.values
+        outer: ast.BoolOp = chain
+        for count in range(len(values) - 1, 1, -1):
+            last = values[count - 1]
+            prefix = ast.BoolOp(op=chain.op, values=values[:count])
+            prefix.lineno, prefix.col_offset = values[0].lineno, values[0].col_offset
+            prefix.end_lineno, prefix.end_col_offset = last.end_lineno, last.end_col_offset
+            self._parents[id(prefix)] = outer
+            self._parents[id(values[count])] = outer
+            self._synthetic.append(prefix)  # (kept alive: parents are keyed by id)
+            outer = prefix
+        self._parents[id(values[0])] = outer
+        self._parents[id(values[1])] = outer
+
+    def _block(self, owner: ast.AST, name: str, statements: list[ast.stmt]) -> None:
+        first = statements[0]
+        suite = not isinstance(owner, ast.Module) and bool(
+            self.lines.lines[first.lineno - 1][: self._column(first)].strip()
+        )
+        block = Block(owner, name, statements, suite)
+        self._parents[id(block)] = owner
+        self._blocks.setdefault(id(owner), []).append(block)
+        line: list[ast.stmt] = []
+        for statement in statements:
+            if isinstance(statement, COMPOUND) or suite:
+                self._close(line, block)
+                line = []
+                self._parents[id(statement)] = block
+                if not suite:
+                    block.body.append(statement)
+                continue
+            if line and not self._same_line(line[-1], statement):
+                self._close(line, block)
+                line = []
+            line.append(statement)
+        self._close(line, block)
+
+    def _close(self, statements: list[ast.stmt], block: Block) -> None:
+        if not statements:
+            return
+        line = Line(tuple(statements), block)
+        self._parents[id(line)] = block
+        for statement in statements:
+            self._parents[id(statement)] = line
+        block.body.append(line)
+
+    def _same_line(self, before: ast.stmt, after: ast.stmt) -> bool:
+        """Whether `after` follows `before` after a `;` on its line."""
+        if after.lineno != before.end_lineno:
+            return False
+        text = self.lines.lines[after.lineno - 1]
+        return ";" in text[self._end_column(before) : self._column(after)]
+
+    def _column(self, node: ast.AST) -> int:
+        return self.lines.column(node.lineno, node.col_offset)  # type: ignore[attr-defined]
+
+    def _end_column(self, node: ast.AST) -> int:
+        return self.lines.column(node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined]
 
     # -- navigation ------------------------------------------------------------------------------
 
-    def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
-        return self.parents.get(node)
+    def parent(self, node: Node) -> Node | None:
+        if isinstance(node, DictItem):  # ast has no node for it: its dict holds its key
+            return self._parents.get(id(node.key))
+        return self._parents.get(id(node))
 
-    def statement_of(self, node: cst.CSTNode) -> cst.BaseStatement | None:
-        """The statement line (or compound statement) that directly holds `node`."""
-        current: cst.CSTNode | None = node
-        while current is not None and not isinstance(current, cst.BaseStatement):
-            current = self.parent(current)
-        return current
-
-    def small_statement_of(self, node: cst.CSTNode) -> cst.BaseSmallStatement | None:
-        current: cst.CSTNode | None = node
-        while current is not None and not isinstance(current, cst.BaseSmallStatement):
-            if isinstance(current, cst.BaseStatement):
-                return None
-            current = self.parent(current)
-        return current
-
-    def block_of(self, statement: cst.BaseStatement) -> _BlockOwner | None:
-        owner = self.parent(statement)
-        return owner if isinstance(owner, (cst.Module, cst.IndentedBlock)) else None
-
-    def enclosing_function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
-        current = self.parent(node)
-        while current is not None and not isinstance(current, cst.FunctionDef):
-            current = self.parent(current)
-        return current
-
-    def outermost_function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
-        """The function at module level (or a method of a module-level class) holding `node`."""
-        outermost = None
-        for ancestor in self.ancestors(node):
-            if isinstance(ancestor, cst.FunctionDef):
-                outermost = ancestor
-        return outermost
-
-    def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    def ancestors(self, node: Node) -> Iterator[Node]:
         current = self.parent(node)
         while current is not None:
             yield current
             current = self.parent(current)
 
-    def qualified_names(self, node: cst.CSTNode) -> set[str]:
-        scope = self.scopes.get(node)
-        if scope is None or not isinstance(node, (cst.Name, cst.Attribute)):
-            return set()
-        return {q.name for q in scope.get_qualified_names_for(node)}
+    def blocks(self, owner: ast.AST) -> list[Block]:
+        """The bodies of a compound statement (or an except clause, a match case) in order."""
+        return self._blocks.get(id(owner), [])
 
-    # -- optimizer and model -------------------------------------------------------------------
+    def block(self, owner: ast.AST, name: str) -> Block | None:
+        return next((b for b in self.blocks(owner) if b.part == name), None)
+
+    def statement_of(self, node: Node) -> Statement | None:
+        """The line (or compound statement) that directly holds `node`."""
+        current: Node | None = node
+        while current is not None and not is_statement(current):
+            current = self.parent(current)
+        return current  # type: ignore[return-value]
+
+    def small_statement_of(self, node: Node) -> ast.stmt | None:
+        """The simple statement holding `node` (None where a compound one holds it)."""
+        current: Node | None = node
+        while current is not None:
+            if isinstance(current, ast.stmt):
+                return None if isinstance(current, COMPOUND) else current
+            if isinstance(current, (Line, Block)):
+                return None
+            current = self.parent(current)
+        return None
+
+    def block_of(self, statement: Statement) -> Block | None:
+        owner = self.parent(statement)
+        return owner if isinstance(owner, Block) and not owner.suite else None
+
+    def enclosing_function(self, node: Node) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        return next((a for a in self.ancestors(node) if isinstance(a, FUNCTIONS)), None)
+
+    def outermost_function(self, node: Node) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        """The function at module level (or a method of a module-level class) holding `node`."""
+        outermost = None
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, FUNCTIONS):
+                outermost = ancestor
+        return outermost
+
+    # -- scopes ----------------------------------------------------------------------------------
+
+    def scope_of(self, node: ast.AST) -> Scope | None:
+        """The scope `node` is evaluated in."""
+        if self._scope_of is None:
+            self._scope_of = {id(n): scope for n, scope, _ in self.scopes.order}
+        return self._scope_of.get(id(node))
+
+    def qualified_names(self, node: ast.AST) -> set[str]:
+        scope = self.scope_of(node)
+        if scope is None or not isinstance(node, (ast.Name, ast.Attribute)):
+            return set()
+        return scope.qualified(node)
+
+    # -- text and positions ----------------------------------------------------------------------
+
+    def code(self, node: Node) -> str:
+        """The node's source text as written, its own parentheses included (`(a or b)`; not a
+        call's)."""
+        start, end = self.offsets(node)
+        return self.source[start:end]
+
+    def offsets(self, node: Node, parentheses: bool = True) -> tuple[int, int]:
+        """Where the node's text starts and ends in the source (character offsets)."""
+        span = self.span(node)
+        start = self.lines.offset(span.line, span.column - 1)
+        end = self.lines.offset(span.end_line, span.end_column - 1)
+        if not parentheses or not isinstance(node, ast.expr):
+            return start, end
+        source = self.source
+        call_paren = self._call_paren(node)
+        while True:
+            before = _skip_blank(source, start, -1)
+            after = _skip_blank(source, end, 1)
+            if before < 0 or after >= len(source) or source[before] != "(" or source[after] != ")":
+                return start, end
+            if before == call_paren:
+                return start, end
+            start, end = before, after + 1
+
+    def simple_string(self, node: ast.AST) -> tuple[str, str] | None:
+        """(prefix, quote) of a literal written as one string token (`r"..."`, `\'\'\'...\'\'\'`);
+        None for anything else (implicitly concatenated strings, f-strings with fields)."""
+        if not isinstance(node, ast.Constant) or not isinstance(node.value, (str, bytes)):
+            return None
+        start, end = self.offsets(node, parentheses=False)
+        tokens = [t for t in _tokens(self.source[start:end]) if t.type not in _LAYOUT]
+        if len(tokens) != 1 or tokens[0].type != tokenize.STRING:
+            return None
+        match = _STRING_START.match(tokens[0].string)
+        return (match.group(1), match.group(2)) if match else None
+
+    def has_parentheses(self, node: ast.expr) -> bool:
+        """Whether the node is written in parentheses of its own."""
+        return self.offsets(node) != self.offsets(node, parentheses=False)
+
+    def _call_paren(self, node: ast.expr) -> int | None:
+        """Where the `(` of the call (or class) whose argument `node` is opens."""
+        parent = self.parent(node)
+        if isinstance(parent, ast.keyword):
+            return None
+        func = parent.func if isinstance(parent, ast.Call) else None
+        if isinstance(parent, ast.ClassDef) and node in parent.bases:
+            start, _ = self.offsets(parent, parentheses=False)
+            return self.source.find("(", start)
+        if func is None or func is node:
+            return None
+        _, end = self.offsets(func)
+        return _skip_blank(self.source, end, 1)
+
+    def span(self, node: Node) -> Span:
+        """Where the node is (a line: from its first statement through its last)."""
+        if isinstance(node, Line):
+            first, last = self.lines.span(node.body[0]), self.lines.span(node.body[-1])
+            return Span(first.line, first.column, last.end_line, last.end_column)
+        if isinstance(node, Block):
+            first, last = self.lines.span(node.statements[0]), self.span(node.statements[-1])
+            return Span(first.line, first.column, last.end_line, last.end_column)
+        return self.lines.span(node)
+
+    # -- optimizer and model ---------------------------------------------------------------------
 
     def optimizer_sites(self) -> list[OptimizerSite]:
         sites = []
         for call in self._calls:
             if not self._is_optimizer_class(call.func):
                 continue
-            params = _params_argument(call)
+            params = params_argument(call)
             if params is None:
                 continue
             model = self._model_feeding(params)
             statement = self.statement_of(call)
-            if model is not None and isinstance(statement, cst.SimpleStatementLine):
+            if model is not None and isinstance(statement, Line):
                 sites.append(OptimizerSite(call, statement, model))
         return sites
 
-    def _is_optimizer_class(self, func: cst.BaseExpression) -> bool:
+    def _is_optimizer_class(self, func: ast.expr) -> bool:
         names = self.qualified_names(func)
-        if any(_SCHEDULER_NAME.search(name) for name in (*names, code_of(func))):
+        if any(_SCHEDULER_NAME.search(name) for name in (*names, self.code(func))):
             return False  # `LambdaLR(optimizer, ...)`, `get_scheduler(...)`: not an optimizer
         if any(name.startswith("torch.optim.") and name[12:13].isupper() for name in names):
             return True
-        if isinstance(func, cst.Attribute):
-            last = func.attr.value
-        elif isinstance(func, cst.Name):
-            last = func.value
+        if isinstance(func, ast.Attribute):
+            last = func.attr
+        elif isinstance(func, ast.Name):
+            last = func.id
         else:  # `optimizers[0](...)`, `make()(...)`: no class name to go by
             return False
         # A project's own optimizer class (AdamW_FP32OptimParams, ZeroOneAdam...) by its name.
@@ -147,105 +368,106 @@ class TrainingScript:
             last[:1].isupper() and _OPTIMIZER_CLASS_NAME.search(last) is not None
         )
 
-    def _model_feeding(self, params: cst.BaseExpression) -> cst.BaseExpression | None:
+    def _model_feeding(self, params: ast.expr) -> ast.expr | None:
         """The module whose parameters an optimizer's params argument is built from."""
         sources = [params, *self._feeding_values(params)]
-        receivers: dict[str, cst.BaseExpression] = {}
+        receivers: dict[str, ast.expr] = {}
         for source in sources:
-            for call in collect_nodes(source, cst.Call):
+            for call in collect_nodes(source, ast.Call):
                 func = call.func
-                if isinstance(func, cst.Attribute) and func.attr.value in (
+                if isinstance(func, ast.Attribute) and func.attr in (
                     "parameters",
                     "named_parameters",
                 ):
-                    receivers.setdefault(code_of(func.value), func.value)
+                    receivers.setdefault(self.code(func.value), func.value)
         if not receivers:
             return None
         if len(receivers) == 1:
             return next(iter(receivers.values()))
-        roots = {code_of(_root(expr)): _root(expr) for expr in receivers.values()}
+        roots = {self.code(root(expr)): root(expr) for expr in receivers.values()}
         return next(iter(roots.values())) if len(roots) == 1 else None
 
-    def _feeding_values(self, params: cst.BaseExpression) -> list[cst.BaseExpression]:
+    def _feeding_values(self, params: ast.expr) -> list[ast.expr]:
         """The values of the names `params` is built from, followed a few assignments back:
         `grouped = [{"params": [p for n, p in named if ...]}]` with
         `named = list(model.named_parameters())` (HF and the Neuron samples)."""
-        values: list[cst.BaseExpression] = []
+        values: list[ast.expr] = []
         seen: set[str] = set()
         frontier = [params]
         for _ in range(_FEEDING_DEPTH):
             found = []
             for source in frontier:
-                for name in collect_nodes(source, cst.Name):
-                    if name.value in seen:
+                named: list[ast.Name | ast.keyword] = [
+                    *collect_nodes(source, ast.Name),
+                    *collect_nodes(source, ast.keyword),
+                ]
+                for name in sorted(named, key=_start):
+                    identifier = name.id if isinstance(name, ast.Name) else name.arg
+                    if identifier is None or identifier in seen:
                         continue
-                    parent = self.parent(name)
-                    if isinstance(parent, cst.Attribute) and parent.attr is name:
-                        continue  # `.named_parameters`: an attribute, not a variable
-                    seen.add(name.value)
-                    found.extend(self._assigned_values(name))
+                    seen.add(identifier)
+                    found.extend(self._assigned_values(name, identifier))
             values.extend(found)
             frontier = found
         return values
 
-    def _assigned_values(self, name: cst.Name) -> list[cst.BaseExpression]:
-        scope = self.scopes.get(name)
-        if scope is None:
+    def _assigned_values(self, node: ast.AST, name: str) -> list[ast.expr]:
+        """The values of the `name = ...` assignments binding `name` where `node` is."""
+        scope = self.scope_of(node)
+        binder = scope.binder(name) if scope is not None else None
+        if binder is None:
             return []
         values = []
-        for assignment in scope[name.value]:
-            node = getattr(assignment, "node", None)
-            parent = self.parent(node) if node is not None else None
-            if isinstance(parent, cst.AssignTarget):
-                assign = self.parent(parent)
-                if isinstance(assign, cst.Assign):
-                    values.append(assign.value)
+        for target in binder.targets.get(name, ()):
+            assign = self.parent(target)
+            if isinstance(assign, ast.Assign) and target in assign.targets:
+                values.append(assign.value)
         return values
 
-    def model_moves(self) -> list[tuple[cst.SimpleStatementLine, cst.BaseExpression]]:
+    def model_moves(self) -> list[tuple[Line, ast.expr]]:
         """`model = Net().to(device)`, `model.to(device)`: statements moving a module."""
-        moves: list[tuple[cst.SimpleStatementLine, cst.BaseExpression]] = []
+        moves: list[tuple[Line, ast.expr]] = []
         for call in self._calls:
             func = call.func
-            if not (isinstance(func, cst.Attribute) and func.attr.value == "to" and call.args):
+            if not (isinstance(func, ast.Attribute) and func.attr == "to" and call_arguments(call)):
                 continue
-            if any(_is_dtype(arg.value) for arg in call.args):
+            if any(_is_dtype(self.code(value)) for value in argument_values(call)):
                 continue
             statement = self.statement_of(call)
-            if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+            if not isinstance(statement, Line) or len(statement.body) != 1:
                 continue
             small = statement.body[0]
-            if isinstance(small, cst.Assign) and small.value is call:
-                target = small.targets[0].target
+            if isinstance(small, ast.Assign) and small.value is call:
+                target = small.targets[0]
                 built = func.value
                 if (
-                    isinstance(target, cst.Name)
-                    and isinstance(built, cst.Call)
+                    isinstance(target, ast.Name)
+                    and isinstance(built, ast.Call)
                     and not self._makes_a_tensor(built)
                 ):
                     moves.append((statement, target))
             elif (
-                isinstance(small, cst.Expr)
+                isinstance(small, ast.Expr)
                 and small.value is call
-                and isinstance(func.value, (cst.Name, cst.Attribute))
+                and isinstance(func.value, (ast.Name, ast.Attribute))
             ):
                 moves.append((statement, func.value))
         return moves
 
-    def _makes_a_tensor(self, call: cst.Call) -> bool:
+    def _makes_a_tensor(self, call: ast.Call) -> bool:
         """`torch.zeros(1)`, `torch.tensor(...)`, `torch.DoubleTensor([0.0])`, and method chains
         on them (`torch.randn(n).transpose(0, 1)`, `torch.LongTensor(size=s).random_(0, v)`): a
         tensor, not a module (`running_loss = torch.zeros(1).to(device)` is no model to cast)."""
-        while isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Call):
+        while isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Call):
             call = call.func.value  # the call the chain starts from
-        names = self.qualified_names(call.func) or {code_of(call.func)}
+        names = self.qualified_names(call.func) or {self.code(call.func)}
         for name in names:
             head, _, last = name.rpartition(".")
             if head == "torch" and (last[:1].islower() or last.endswith("Tensor")):
                 return True
         return False
 
-    def first_statement_around(self, nodes: Sequence[cst.CSTNode]) -> cst.BaseStatement | None:
+    def first_statement_around(self, nodes: Sequence[Node]) -> Statement | None:
         """The statement that runs before any of `nodes` can: in the innermost block holding
         them all, the first statement holding one (`if a: opt = A(...) elif b: opt = B(...)`
         gives the `if`)."""
@@ -257,168 +479,233 @@ class TrainingScript:
             common += 1
         for depth in range(common - 1, -1, -1):
             block = chains[0][depth]
-            if isinstance(block, (cst.Module, cst.IndentedBlock)):
+            if isinstance(block, Block) and not block.suite:
                 held = {id(c[depth + 1]) for c in chains if len(c) > depth + 1}
-                body = block.body
-                return next((s for s in body if id(s) in held), None)
+                return next((s for s in block.body if id(s) in held), None)
         return None
 
-    def casts_to_bf16(self, model: cst.BaseExpression) -> bool:
+    def casts_to_bf16(self, model: ast.expr) -> bool:
         """Whether the script already casts this model (`.to(torch.bfloat16)`, `.bfloat16()`)."""
-        wanted = code_of(model)
+        wanted = self.code(model)
         for call in self._calls:
             func = call.func
-            if not isinstance(func, cst.Attribute) or code_of(func.value) != wanted:
+            if not isinstance(func, ast.Attribute) or self.code(func.value) != wanted:
                 continue
-            if func.attr.value == "bfloat16":
+            if func.attr == "bfloat16":
                 return True
-            if func.attr.value == "to" and any(_is_bf16(arg.value) for arg in call.args):
+            if func.attr == "to" and any(
+                self.code(value) in ("torch.bfloat16", "torch.bf16")
+                for value in argument_values(call)
+            ):
                 return True
         return False
 
     # -- the forward pass ------------------------------------------------------------------------
 
-    def backward_calls(self) -> list[cst.Call]:
+    def backward_calls(self) -> list[ast.Call]:
         """Every `<something>.backward(...)` call."""
         return [call for call in self._calls if _is_backward_call(call)]
 
-    def backward_statements(self) -> list[tuple[cst.SimpleStatementLine, str]]:
+    def backward_statements(self) -> list[tuple[Line, str]]:
         """`loss.backward()` statements and the name of the tensor backpropagated."""
         found = []
         for call in self.backward_calls():
             func = call.func
-            assert isinstance(func, cst.Attribute)
-            if not isinstance(func.value, cst.Name):
+            assert isinstance(func, ast.Attribute)
+            if not isinstance(func.value, ast.Name):
                 continue
             statement = self.statement_of(call)
-            if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
-                found.append((statement, func.value.value))
+            if isinstance(statement, Line) and len(statement.body) == 1:
+                found.append((statement, func.value.id))
         return found
 
     def forward_region(
-        self, backward: cst.SimpleStatementLine, loss: str, models: Sequence[str]
+        self, backward: Line, loss: str, models: Sequence[str]
     ) -> ForwardRegion | None:
         """The statements from the model call through the last assignment of `loss`."""
         block = self.block_of(backward)
         if block is None:
             return None
-        body = list(block.body)
-        end = body.index(backward)
+        body = block.body
+        end = next(i for i, s in enumerate(body) if s is backward)
         last_assignment = next(
-            (i for i in range(end - 1, -1, -1) if loss in _assigned_names(body[i])), None
+            (i for i in range(end - 1, -1, -1) if loss in self._assigned_names(body[i])), None
         )
         if last_assignment is None:
             return None
-        needed = _read_names(body[last_assignment])
-        start = last_assignment if _calls_any(body[last_assignment], models) else None
+        needed = self._read_names(body[last_assignment])
+        start = last_assignment if self._calls_any(body[last_assignment], models) else None
         for index in range(last_assignment - 1, -1, -1):
-            if _calls_backward(body[index]):
+            if any(_is_backward_call(c) for c in self.nodes(body[index], ast.Call)):
                 break  # what comes before belongs to an earlier backward(): never wrapped
-            assigned = _assigned_names(body[index])
+            assigned = self._assigned_names(body[index])
             if not assigned & needed:
                 continue
-            needed = (needed - assigned) | _read_names(body[index])
-            if _calls_any(body[index], models):
+            needed = (needed - assigned) | self._read_names(body[index])
+            if self._calls_any(body[index], models):
                 start = index
         if start is None:
             return None
         return ForwardRegion(tuple(body[start : last_assignment + 1]), backward)
 
-    def in_autocast(self, node: cst.CSTNode) -> bool:
+    def in_autocast(self, node: Node) -> bool:
         """Whether `node` already runs inside (or is) a `with <autocast>(...)` block."""
         candidates = [node, *self.ancestors(node)]
-        return any(isinstance(c, cst.With) and self._is_autocast_with(c) for c in candidates)
-
-    def contains_autocast(self, statements: Sequence[cst.BaseStatement]) -> bool:
         return any(
-            self._is_autocast_with(with_node)
-            for statement in statements
-            for with_node in collect_nodes(statement, cst.With)
+            isinstance(c, (ast.With, ast.AsyncWith)) and self._is_autocast_with(c)
+            for c in candidates
         )
 
-    def _is_autocast_with(self, node: cst.With) -> bool:
+    def contains_autocast(self, statements: Sequence[Statement]) -> bool:
+        withs: list[ast.With | ast.AsyncWith] = [
+            *(w for statement in statements for w in self.nodes(statement, ast.With)),
+            *(w for statement in statements for w in self.nodes(statement, ast.AsyncWith)),
+        ]
+        return any(self._is_autocast_with(with_node) for with_node in withs)
+
+    def _is_autocast_with(self, node: ast.With | ast.AsyncWith) -> bool:
         for item in node.items:
-            call = item.item
-            if isinstance(call, cst.Call):
-                names = self.qualified_names(call.func) | {code_of(call.func)}
+            call = item.context_expr
+            if isinstance(call, ast.Call):
+                names = self.qualified_names(call.func) | {self.code(call.func)}
                 if names & AUTOCAST_CALLS:
                     return True
         return False
 
-    def model_parameter_names(self, node: cst.CSTNode) -> list[str]:
+    def model_parameter_names(self, node: Node) -> list[str]:
         """Parameters of the enclosing function that look like a model (`train_loop_fn(model)`)."""
         function = self.enclosing_function(node)
         if function is None:
             return []
-        params = [*function.params.posonly_params, *function.params.params]
+        params = [*function.args.posonlyargs, *function.args.args]
         return [
-            p.name.value
-            for p in params
-            if any(hint in p.name.value.lower() for hint in _MODEL_PARAMETER_HINTS)
+            p.arg for p in params if any(hint in p.arg.lower() for hint in _MODEL_PARAMETER_HINTS)
         ]
 
+    # -- statements' contents --------------------------------------------------------------------
 
-def collect_nodes(root: cst.CSTNode, kind: type[_NodeT]) -> Iterator[_NodeT]:
+    def nodes(self, root: Node, kind: type[_NodeT]) -> list[_NodeT]:
+        """Every node of a kind in a node, a line or a block, in source order."""
+        if isinstance(root, Line):
+            return [n for statement in root.body for n in collect_nodes(statement, kind)]
+        if isinstance(root, Block):
+            return [n for statement in root.statements for n in collect_nodes(statement, kind)]
+        if isinstance(root, DictItem):
+            return [*collect_nodes(root.key, kind), *collect_nodes(root.value, kind)]
+        return collect_nodes(root, kind)
+
+    def _assigned_names(self, statement: Statement) -> set[str]:
+        targets: list[ast.AST] = []
+        for node in self.nodes(statement, ast.stmt):
+            if isinstance(node, ast.Assign):
+                targets += node.targets
+            elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+                targets.append(node.target)
+        return {name for target in targets for name in identifiers(target)}
+
+    def _read_names(self, statement: Statement) -> set[str]:
+        nodes = statement.body if isinstance(statement, Line) else (statement,)
+        return {name for node in nodes for name in identifiers(node)}
+
+    def _calls_any(self, statement: Statement, callees: Sequence[str]) -> bool:
+        wanted = set(callees) | {f"{callee}.forward" for callee in callees}
+        return any(self.code(call.func) in wanted for call in self.nodes(statement, ast.Call))
+
+
+_STRING_START = re.compile(r"""([A-Za-z]*)('\'\'|\"\"\"|'|\")""")
+_LAYOUT = (tokenize.NEWLINE, tokenize.NL, tokenize.ENDMARKER, tokenize.INDENT, tokenize.DEDENT)
+_INERT = (ast.expr_context, ast.operator, ast.unaryop, ast.cmpop, ast.boolop)
+
+
+def _tokens(code: str) -> list[tokenize.TokenInfo]:
+    try:
+        return list(tokenize.generate_tokens(io.StringIO(code).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return []
+
+
+def _skip_blank(source: str, at: int, step: int) -> int:
+    """The first index from `at` (exclusive going back, inclusive going on) that is not blank
+    (spaces, tabs, line breaks, line continuations)."""
+    index = at - 1 if step < 0 else at
+    while 0 <= index < len(source) and source[index] in " \t\r\n\f\\":
+        index += step
+    return index
+
+
+def is_statement(node: Node) -> bool:
+    """A line or a compound statement (libcst's BaseStatement)."""
+    return isinstance(node, (Line, *COMPOUND))
+
+
+def identifiers(root: ast.AST) -> set[str]:
+    """Every identifier written in `root`: names, attributes, keywords, definitions, imports
+    (what libcst's Name nodes are)."""
+    found: set[str] = set()
+    for node in ast.walk(root):
+        if isinstance(node, ast.Name):
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            found.add(node.attr)
+        elif isinstance(node, (ast.keyword, ast.arg)) and node.arg:
+            found.add(node.arg)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found.add(node.name)
+        elif isinstance(node, ast.alias):
+            found.update(node.name.split("."))
+            found.update([node.asname] if node.asname else [])
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.update(node.module.split("."))
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            found.update(node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            found.add(node.name)
+    return found
+
+
+def collect_nodes(root: ast.AST, kind: type[_NodeT]) -> list[_NodeT]:
     """Every node of a kind below `root` (root included), in source order."""
-    found: list[_NodeT] = []
-
-    class Collector(cst.CSTVisitor):
-        def on_visit(self, node: cst.CSTNode) -> bool:
-            if isinstance(node, kind):
-                found.append(node)
-            return True
-
-    root.visit(Collector())
-    yield from found
+    found: list[_NodeT] = [node for node in ast.walk(root) if isinstance(node, kind)]
+    found.sort(key=_start)  # (stable: a node before its first child at the same place)
+    return found
 
 
-def _params_argument(call: cst.Call) -> cst.BaseExpression | None:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == "params":
-            return arg.value
-    positional = [arg for arg in call.args if arg.keyword is None and not arg.star]
-    return positional[0].value if positional else None
+def _start(node: ast.AST) -> tuple[int, int]:
+    return getattr(node, "lineno", 0), getattr(node, "col_offset", 0)
 
 
-def _root(expression: cst.BaseExpression) -> cst.BaseExpression:
+def call_arguments(call: ast.Call) -> list[ast.expr | ast.keyword]:
+    """The arguments of a call in source order (positional and keyword ones interleaved)."""
+    found: list[ast.expr | ast.keyword] = [*call.args, *call.keywords]
+    return sorted(found, key=_start)
+
+
+def argument_values(call: ast.Call) -> list[ast.expr]:
+    return [a.value if isinstance(a, ast.keyword) else a for a in call_arguments(call)]
+
+
+def params_argument(call: ast.Call) -> ast.expr | None:
+    for keyword in call.keywords:
+        if keyword.arg == "params":
+            return keyword.value
+    positional = [arg for arg in call.args if not isinstance(arg, ast.Starred)]
+    return positional[0] if positional else None
+
+
+def root(expression: ast.expr) -> ast.expr:
     """`model` for `model.encoder.layer`; the expression itself otherwise."""
-    while isinstance(expression, cst.Attribute) and not (
-        isinstance(expression.value, cst.Name) and expression.value.value in ("self", "cls")
+    while isinstance(expression, ast.Attribute) and not (
+        isinstance(expression.value, ast.Name) and expression.value.id in ("self", "cls")
     ):
         expression = expression.value
     return expression
 
 
-def _is_dtype(expression: cst.BaseExpression) -> bool:
-    text = code_of(expression)
+def _is_dtype(text: str) -> bool:
     return text.startswith("torch.") and text.split(".")[-1] in (
         "bfloat16", "float16", "half", "float32", "float", "float64", "double", "bf16",
     )  # fmt: skip
 
 
-def _is_bf16(expression: cst.BaseExpression) -> bool:
-    return code_of(expression) in ("torch.bfloat16", "torch.bf16")
-
-
-def _assigned_names(statement: cst.CSTNode) -> set[str]:
-    targets = [t.target for node in collect_nodes(statement, cst.Assign) for t in node.targets]
-    targets += [node.target for node in collect_nodes(statement, cst.AugAssign)]
-    targets += [node.target for node in collect_nodes(statement, cst.AnnAssign)]
-    return {name.value for target in targets for name in collect_nodes(target, cst.Name)}
-
-
-def _read_names(statement: cst.CSTNode) -> set[str]:
-    return {name.value for name in collect_nodes(statement, cst.Name)}
-
-
-def _calls_backward(statement: cst.CSTNode) -> bool:
-    return any(_is_backward_call(call) for call in collect_nodes(statement, cst.Call))
-
-
-def _is_backward_call(call: cst.Call) -> bool:
-    return isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward"
-
-
-def _calls_any(statement: cst.CSTNode, callees: Sequence[str]) -> bool:
-    wanted = set(callees) | {f"{callee}.forward" for callee in callees}
-    return any(code_of(call.func) in wanted for call in collect_nodes(statement, cst.Call))
+def _is_backward_call(call: ast.Call) -> bool:
+    return isinstance(call.func, ast.Attribute) and call.func.attr == "backward"

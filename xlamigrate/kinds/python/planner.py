@@ -1,0 +1,829 @@
+"""Plans the rewrite of one Python file to a recipe, on the standard library's `ast`: which legacy
+writes go, what the recipe puts in and where, what becomes of the flag's reads, and what is left
+to do by hand (the findings). The scan asks it whether a file's own enabling writes can go; the
+rewrite applies its plan (apply.py).
+
+Common to all modes: every write of a legacy flag that the user may have fixed (safe, or unsafe
+with --unsafe-fixes) is removed. If some write enabled the flag, the mode's recipe (its facts in
+rules/modes.toml, see `xlamigrate.recipes`) goes in under the same condition: its environment
+edits (NEURON_RT_STOCHASTIC_ROUNDING_EN where the flag was set, or an explicit one removed, or
+--auto-cast=none merged into NEURON_CC_FLAGS), the model cast to bf16 (with the runtime's input
+cast) before its optimizer is built, the optimizer wrapped in FP32ParamsCopy, the forward pass
+wrapped in torch.autocast. Where that recipe cannot go in whole (no model to cast, no backward
+pass, a condition that cannot be written there), the enabling writes stay, manual: removing them
+would train in FP32 with nothing in their place.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import PurePosixPath
+from typing import TypeVar
+
+from xlamigrate.catalogue import Catalogue
+from xlamigrate.findings import manual_finding, with_note
+from xlamigrate.flagvalue import RECIPE_FLAGS
+from xlamigrate.kinds.python.astwalk import DictItem, string_value
+from xlamigrate.kinds.python.conditions import (
+    Condition,
+    Expression,
+    disjunction,
+    enabling_condition,
+    enclosing_tests,
+    expressible_at,
+    expression,
+)
+from xlamigrate.kinds.python.envaccess import EnvAccess
+from xlamigrate.kinds.python.plan import Plan
+from xlamigrate.kinds.python.reads import ReadPlan, float32_spelling, read_outcomes
+from xlamigrate.kinds.python.training import (
+    Line,
+    Node,
+    Statement,
+    TrainingScript,
+    collect_nodes,
+)
+from xlamigrate.model import Finding, Fix, Span
+from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING, merge_auto_cast_none
+from xlamigrate.project.model import Configuration, ScriptRecipe
+from xlamigrate.recipes import EnvironmentEdits
+from xlamigrate.request import FileContext, RewriteRequest
+from xlamigrate.rulesdata import unwrappable_optimizers
+
+_Item = TypeVar("_Item")
+RUNTIME = "xlamigrate.runtime"
+_AUTOCAST = 'torch.autocast(dtype=torch.bfloat16, device_type="xla")'
+RECIPE_PROBLEMS = ("XM401", "XM402", "XM403", "XM406", "XM408")
+_BARE_PARENTS = (ast.If, ast.While, ast.IfExp, ast.Assert, ast.Assign, ast.Return)
+
+
+@dataclass
+class _Enabling:
+    """An enabling write that was removed: where it stood and under which condition. A launched
+    script's recipe has no write (`access` None): its condition is the signal, or none."""
+
+    access: EnvAccess | None
+    small: ast.stmt | None  # its statement, when the statement itself was removed
+    condition: Condition
+
+
+@dataclass
+class Planner:
+    path: str
+    script: TrainingScript
+    catalogue: Catalogue
+    request: RewriteRequest
+    context: FileContext
+    accesses: tuple[EnvAccess, ...]
+    plan: Plan = field(default_factory=Plan)
+    fixed: list[Finding] = field(default_factory=list)
+    remaining: list[Finding] = field(default_factory=list)
+    enabling: list[_Enabling] = field(default_factory=list)
+    # What "the recipe is on" reads as in this module, once something needed it.
+    gate: Expression | None = None
+
+    def __post_init__(self) -> None:
+        self.recipe = self.request.recipe
+        # The environment edits of the file's own enabling writes: for the platform the user
+        # names (--target), else the one its launchers say (Neuron where nothing says).
+        self.own_environment = self.recipe.environment_on(
+            self.request.target or self.context.platform
+        )
+        self.unsafe_fixes = self.request.unsafe_fixes
+        self.launched = self.context.recipe
+        self.reads_against = self.context.reads_against
+
+    def problems(self) -> list[Finding]:
+        """What kept the recipe from going in whole (no model found, no backward...)."""
+        return [f for f in self.remaining if f.code in RECIPE_PROBLEMS]
+
+    def unapplied(self) -> str | None:
+        """Why the recipe a launcher asked for could not go in whole (None: it did)."""
+        if self.launched is None:
+            return None
+        return first_problem(self.problems())
+
+    def blocked_in_file(self) -> bool:
+        """Whether the file's own enabling writes were planned away while their recipe could
+        not go in whole: the flag would be gone and nothing in its place."""
+        return any(e.access is not None for e in self.enabling) and bool(self.problems())
+
+    # -- removing the legacy writes ------------------------------------------------------------
+
+    def make_plan(self, pairs: Sequence[tuple[object, Finding]]) -> Plan:
+        update_calls: dict[ast.Call, list[object]] = {}
+        reads: dict[ast.AST, Finding] = {}  # by node: equal accesses are not the same read
+        for item, finding in pairs:
+            if isinstance(item, EnvAccess) and item.kind == "read":
+                assert isinstance(item.node, ast.AST)  # (a read is an expression)
+                reads[item.node] = finding
+                continue
+            allowed = finding.fix is not None and (
+                finding.fix.applicability == "safe"
+                or (finding.fix.applicability == "unsafe" and self.unsafe_fixes)
+            )
+            if not isinstance(item, EnvAccess) or not allowed or item.kind == "read":
+                self.remaining.append(finding)
+                continue
+            if not self._remove(item, update_calls):
+                self.remaining.append(self._manual("XM404", finding.span, finding.message))
+                continue
+            self.fixed.append(finding)
+        self._drop_emptied_updates(update_calls)
+        if self.launched is not None:
+            launched = self._launched_enabling(self.launched)
+            self.enabling.append(launched)
+            if launched.condition.full is not None:
+                self._launched_environment(self.launched, launched.condition.full)
+        if reads and self.reads_against is not None:
+            self._resolve_reads(reads, self.reads_against)
+        if self.enabling:
+            self._apply_recipe()
+        own = self._own_configurations() if self.reads_against is None else None
+        if reads and own is not None:  # after the recipe: the signal goes beside its writes
+            self._resolve_reads(reads, own)
+        elif reads and self.reads_against is None:
+            self.remaining.extend(reads.values())
+        return self.plan
+
+    def _remove(self, access: EnvAccess, update_calls: dict[ast.Call, list[object]]) -> bool:
+        node = access.node
+        small: ast.stmt | None = None
+        if isinstance(node, (DictItem, ast.keyword)):
+            call = self._update_call_of(node)
+            if call is None:
+                return False
+            self.plan.removed_elements.add(node)
+            update_calls.setdefault(call, []).append(node)
+        else:
+            small = self.script.small_statement_of(node)
+            if not is_whole_statement(small, node):
+                return False
+            assert small is not None
+            self.plan.removed.add(small)
+        if access.kind == "write" and access.variable in RECIPE_FLAGS:
+            condition = enabling_condition(self.script, access)
+            if condition.possible:
+                self.enabling.append(_Enabling(access, small, condition))
+        return True
+
+    def _update_call_of(self, element: DictItem | ast.keyword) -> ast.Call | None:
+        """The `os.environ.update(...)` call an element belongs to (via a dict or a keyword)."""
+        parent = self.script.parent(element)
+        if isinstance(element, DictItem):
+            parent = self.script.parent(parent) if isinstance(parent, ast.Dict) else None
+            if isinstance(parent, ast.keyword):
+                parent = self.script.parent(parent)
+        if not isinstance(parent, ast.Call):
+            return None
+        func = parent.func
+        if isinstance(func, ast.Attribute) and func.attr == "update":
+            return parent
+        return None
+
+    def _drop_emptied_updates(self, update_calls: dict[ast.Call, list[object]]) -> None:
+        """An update() whose every entry went is removed whole, if it is a statement of its own."""
+        removed = self.plan.removed_elements
+        removed_keys = {id(e.key) for e in removed if isinstance(e, DictItem)}
+        for call in update_calls:
+            positional_left = any(not isinstance(arg, ast.Dict) for arg in call.args)
+            dicts = [arg for arg in call.args if isinstance(arg, ast.Dict)]
+            dicts += [k.value for k in call.keywords if isinstance(k.value, ast.Dict)]
+            entries_left = any(
+                key is None or id(key) not in removed_keys for d in dicts for key in d.keys
+            )
+            keywords_left = any(
+                k not in removed and not isinstance(k.value, ast.Dict) for k in call.keywords
+            )
+            if positional_left or entries_left or keywords_left:
+                continue
+            small = self.script.small_statement_of(call)
+            if is_whole_statement(small, call):
+                assert small is not None
+                self.plan.removed.add(small)
+
+    # -- a launched script's recipe -------------------------------------------------------------
+
+    def _launched_enabling(self, recipe: ScriptRecipe) -> _Enabling:
+        """The recipe's condition: none, or the signal, read once into a module constant of the
+        same name (the expression itself where the module already uses that name)."""
+        if recipe.signal is None:
+            return _Enabling(None, None, Condition(True, None, None, None))
+        return _Enabling(None, None, Condition(True, None, self._recipe_gate(recipe), None))
+
+    def _recipe_gate(self, recipe: ScriptRecipe) -> Expression:
+        """ "The recipe is on" in this module: the signal read once into a module constant of
+        its name (the read itself where the module already uses that name); a constant True
+        where every launch gets the recipe."""
+        if self.gate is not None:
+            return self.gate
+        if recipe.in_file:
+            return self._signal_beside_the_writes(recipe)
+        name = recipe.signal or self.request.signal
+        by = ", ".join(recipe.launchers[:2]) + (" ..." if len(recipe.launchers) > 2 else "")
+        flags = " / ".join(recipe.flags)
+        if recipe.signal is None:
+            value = "True"
+            comment = (
+                f"# Every launch of this script by {by} set {flags}: the recipe is always on.\n"
+            )
+        else:
+            self.plan.imports.add(("os", None))
+            value = f'os.environ.get("{recipe.signal}") == "1"'
+            comment = f"# Set by {by} where it used to set {flags}.\n"
+        if re.search(rf"\b{name}\b", self.script.source):
+            self.gate = _code_expression(value)
+        else:
+            self.gate = _name(name)
+            self._after_imports(f"\n{comment}{name} = {value}\n")  # apart from the imports
+        return self.gate
+
+    def _signal_beside_the_writes(self, recipe: ScriptRecipe) -> Expression:
+        """In a file that turned the flag on itself, its reads of the flag read the signal,
+        written where the flag was (under the write's own value condition): read when and where
+        the flag was read, it is set exactly where and from when the flag was."""
+        name = recipe.signal or self.request.signal
+        for enabling in self.enabling:
+            access = enabling.access
+            if access is None:
+                continue
+            statement = f'{self._receiver(access)}["{name}"] = "1"\n'
+            if enabling.condition.in_place is not None:
+                statement = under(enabling.condition.in_place, [statement])
+            anchor = enabling.small
+            line = self.script.statement_of(access.node)
+            if anchor is not None and anchor in self.plan.replacements:
+                self.plan.replacements[anchor].append(statement)
+            elif anchor is not None:
+                self.plan.replacements[anchor] = [statement]
+                self.plan.removed.discard(anchor)
+            elif line is not None:
+                self.plan.insert_before(line, [statement])
+        self.plan.imports.add(("os", None))
+        self.gate = _code_expression(f'os.environ.get("{name}") == "1"')
+        return self.gate
+
+    def _launched_environment(self, script: ScriptRecipe, gate: Expression) -> None:
+        """Under the signal, the script sets what the launcher's flag implied on its platform
+        (with no signal the launcher itself sets it, where the flag was)."""
+        if script.signal is None:
+            return
+        environment = self.recipe.environment_on(script.platform)
+        code = ""
+        if environment.rounding_on and not (
+            script.rounding_elsewhere or self._sets_rounding_always()
+        ):
+            code = f'os.environ["{STOCHASTIC_ROUNDING}"] = "1"\n'
+        elif environment.rounding_off and (script.rounding_elsewhere or self._rounding_on()):
+            code = f'os.environ["{STOCHASTIC_ROUNDING}"] = "0"  # FP32 masters replace rounding\n'
+        elif environment.auto_cast_none:
+            code = auto_cast_code("os.environ")
+        if code:
+            self.plan.imports.add(("os", None))
+            self._after_imports(under(gate, [code]))
+
+    # -- reads of the flag ----------------------------------------------------------------------
+
+    def _own_configurations(self) -> ScriptRecipe | None:
+        """For a file that turns the flag on itself: its configurations (the flags its writes
+        that always run set, with each conditional write's on top, and without them), as the
+        recipe its reads resolve against; None where it removed no enabling write."""
+        own = [e for e in self.enabling if e.access is not None]
+        if not own:
+            return None
+        always = [e for e in own if e.condition.full is None]
+        base = frozenset(e.access.variable for e in always if e.access is not None)
+        where = tuple(f"line {self._span(e.access.node).line}" for e in own if e.access)
+        configurations = []
+        for enabling in own:
+            if enabling.condition.full is not None and enabling.access is not None:
+                line = f"line {self._span(enabling.access.node).line}"
+                configurations.append(Configuration(base | {enabling.access.variable}, (line,)))
+        if configurations:
+            configurations.append(Configuration(base))
+        else:
+            configurations.append(Configuration(base, where))
+        flags = tuple(sorted({e.access.variable for e in own if e.access is not None}))
+        return ScriptRecipe(
+            self.path,
+            self.context.signal,
+            flags,
+            where,
+            configurations=tuple(dict.fromkeys(configurations)),
+            in_file=True,
+        )
+
+    def _resolve_reads(self, findings: dict[ast.AST, Finding], recipe: ScriptRecipe) -> None:
+        """Each flag test of the module, per `read_outcomes`: it reads the recipe's gate, or
+        its float64 branch goes, or it stays for a hand edit, with its values per configuration."""
+        for outcome in read_outcomes(
+            self.script, self.accesses, findings, recipe, self.request.signal
+        ):
+            read = outcome.read
+            if not outcome.resolved:
+                self.remaining.extend(outcome.findings)
+                continue
+            self.fixed.extend(outcome.findings)
+            if read.resolution == "collapse":
+                self._collapse(read)
+                continue
+            gate = self._recipe_gate(recipe)
+            self.plan.swapped[read.top] = _gate_code(gate, read, self.script)
+            for node in read.float32:
+                self.plan.swapped[node] = float32_spelling(self.script, node)
+
+    def _collapse(self, read: ReadPlan) -> None:
+        conditional = read.collapsed
+        if isinstance(conditional, ast.IfExp):
+            kept = conditional.body if read.keep_body else conditional.orelse
+            code = self.script.code(kept)
+            if self.script.has_parentheses(conditional) and not self.script.has_parentheses(kept):
+                start, end = self.script.offsets(conditional)
+                inner_start, inner_end = self.script.offsets(conditional, parentheses=False)
+                source = self.script.source
+                code = f"{source[start:inner_start]}{code}{source[inner_end:end]}"
+            self.plan.swapped[conditional] = code
+        elif isinstance(conditional, ast.If):
+            self.plan.collapsed[conditional] = read.keep_body
+
+    def _after_imports(self, code: str) -> None:
+        anchor = after_imports(self.script)
+        if anchor is not None:
+            self.plan.insert_after(anchor, [code])
+        elif self.script.top.body:
+            self.plan.insert_before(self.script.top.body[0], [code])
+
+    # -- the recipe ----------------------------------------------------------------------------
+
+    def _apply_recipe(self) -> None:
+        """The recipe's parts, each as the recipe says: its environment edits, the model's cast
+        (with the master weights), the forward pass under autocast."""
+        self._environment_edits(self.own_environment)
+        if self.recipe.casts_model:
+            self._cast_models(wrap_optimizer=self.recipe.fp32_masters)
+        if self.recipe.autocast_forward:
+            self._autocast_regions()
+
+    def _environment_edits(self, environment: EnvironmentEdits) -> None:
+        """Stochastic rounding set where the flag was, or an explicit "1" removed; --auto-cast=none
+        merged into NEURON_CC_FLAGS unless a legacy flag stays set beside it (XM405)."""
+        if environment.rounding_on:
+            self._environment_statement(stochastic_rounding_code, STOCHASTIC_ROUNDING)
+        if environment.rounding_off and (self.launched is None or self.launched.signal is None):
+            # every configuration is the recipe's: its explicit rounding "1" goes (under the
+            # signal, rounding is turned off there instead, and the other configurations keep
+            # their writes)
+            self._remove_stochastic_rounding_writes()
+        if environment.auto_cast_none:
+            staying = self._legacy_writes_staying()
+            if staying is None:
+                self._neuron_cc_flags()
+            else:
+                self.remaining.append(
+                    self._manual("XM405", self._span(staying.node), staying.variable)
+                )
+
+    def _legacy_writes_staying(self) -> EnvAccess | None:
+        """A write that may turn a legacy flag on and is not being removed (noqa'd, say)."""
+        plan = self.plan
+        for access in self.accesses:
+            if access.kind != "write" or access.variable not in RECIPE_FLAGS:
+                continue
+            if access.target != "process" or (access.value and access.value.enabled is False):
+                continue
+            small = self.script.small_statement_of(access.node)
+            removed = (
+                access.node in plan.removed_elements
+                or small in plan.removed
+                or small in plan.replacements
+            )
+            if not removed:
+                return access
+        return None
+
+    def _first(self) -> _Enabling:
+        """The first enabling write of the file (a launched script's recipe comes last)."""
+        return min(
+            self.enabling,
+            key=lambda e: self._span(e.access.node).line if e.access else 1 << 30,
+        )
+
+    def _first_span(self) -> Span:
+        first = self._first()
+        if first.access is None:
+            return Span(1, 1, 1, 1)
+        return self._span(first.access.node)
+
+    def _environment_statement(
+        self, code: Callable[[str, str], str], unless_set: str | None = None
+    ) -> None:
+        """Puts `code(receiver)` where each enabling write stood, one per block (exclusive
+        branches each get it), unless the file already writes `unless_set`; under the write's
+        own value condition."""
+        if any(a.variable == unless_set and a.kind == "write" for a in self.accesses):
+            return
+        done: set[int] = set()  # the blocks that already have it
+        for enabling in sorted(
+            (e for e in self.enabling if e.access is not None),
+            key=lambda e: self._span(e.access.node).line if e.access else 0,
+        ):
+            access = enabling.access
+            assert access is not None
+            line = self.script.statement_of(access.node)
+            block = id(self.script.parent(line)) if line is not None else 0
+            if block in done:
+                continue
+            done.add(block)
+            statement = code(self._receiver(access), access.form)
+            if enabling.condition.in_place is not None:
+                statement = under(enabling.condition.in_place, [statement])
+            anchor = enabling.small
+            if anchor is not None and anchor not in self.plan.replacements:
+                self.plan.replacements[anchor] = [statement]
+                self.plan.removed.discard(anchor)
+            elif line is not None:
+                self.plan.insert_before(line, [statement])
+
+    def _receiver(self, access: EnvAccess) -> str:
+        """The environment code written next to `access` names (importing os if it is ours)."""
+        receiver = self._receiver_code(access)
+        if receiver == "os.environ":
+            self.plan.imports.add(("os", None))
+        return receiver
+
+    def _receiver_code(self, access: EnvAccess) -> str:
+        """The expression naming the environment the write used (`os.environ`, an alias...)."""
+        node = access.node
+        if isinstance(node, ast.Subscript) and access.form == "subscript":
+            return self.script.code(node.value)
+        forms_with_receiver = ("setdefault", "update", "pop")
+        receiver = isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+        if receiver and access.form in forms_with_receiver:
+            assert isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            return self.script.code(node.func.value)
+        return "os.environ"
+
+    def _sets_rounding_always(self) -> bool:
+        """Whether the module sets stochastic rounding in every configuration (a write under
+        `if args.amp:` serves another configuration, not the recipe's)."""
+        return any(
+            a.variable == STOCHASTIC_ROUNDING
+            and a.kind == "write"
+            and not enclosing_tests(self.script, _anchor(a.node))
+            for a in self.accesses
+        )
+
+    def _rounding_on(self) -> bool:
+        """Whether the module itself may turn stochastic rounding on."""
+        return any(
+            a.variable == STOCHASTIC_ROUNDING
+            and a.kind == "write"
+            and (a.value is None or a.value.enabled is not False)
+            for a in self.accesses
+        )
+
+    def _remove_stochastic_rounding_writes(self) -> None:
+        for access in self.accesses:
+            if access.variable != STOCHASTIC_ROUNDING or access.kind != "write":
+                continue
+            if access.value is None or access.value.enabled is not True:
+                continue  # only an explicit "1": the master weights replace rounding
+            small = self.script.small_statement_of(access.node)
+            if is_whole_statement(small, access.node):
+                assert small is not None
+                self.plan.removed.add(small)
+
+    def _combined_condition(self, at: Node, span: Span) -> tuple[bool, Expression | None]:
+        """(ok, condition) for code placed at `at`; None if any enabling write is unconditional."""
+        conditions = [e.condition for e in self.enabling]
+        if any(c.full is None for c in conditions):
+            return True, None
+        expressions = []
+        for condition in conditions:
+            assert condition.full is not None
+            if not expressible_at(self.script, condition.full, condition.origin, at):
+                self.remaining.append(
+                    self._manual("XM403", span, f"condition `{condition.full.code}`")
+                )
+                return False, None
+            expressions.append(condition.full)
+        unique = {e.code: e for e in expressions}
+        combined = list(unique.values())
+        if len(combined) == 1:
+            return True, combined[0]
+        # `if X:` and its `else:` both enabled it: always on; `(A and B) or (A and not B)`: A
+        return True, disjunction([c.tests or (c.full,) for c in conditions if c.full is not None])
+
+    @functools.cached_property
+    def _test_functions_setting_the_flag(self) -> frozenset[ast.AST] | None:
+        """In a test module whose enabling writes all sit in test functions, those functions:
+        each test is a configuration of its own (`pytest -k`), and a test that never set the
+        flag keeps its models as they were. None: the recipe's scope is the whole file."""
+        name = PurePosixPath(self.path.replace("\\", "/")).name
+        if self.launched is not None or not (name.startswith("test_") or name.endswith("_test.py")):
+            return None
+        functions: set[ast.AST] = set()
+        for enabling in self.enabling:
+            if enabling.access is None:
+                return None
+            function = self.script.outermost_function(enabling.access.node)
+            if function is None or not function.name.startswith("test"):
+                return None
+            functions.add(function)
+        return frozenset(functions)
+
+    def _in_scope(self, node: Node) -> bool:
+        scope = self._test_functions_setting_the_flag  # (asked once the enabling writes are known)
+        return scope is None or self.script.outermost_function(node) in scope
+
+    def _cast_models(self, wrap_optimizer: bool) -> None:
+        script = self.script
+        sites = [s for s in script.optimizer_sites() if self._in_scope(s.statement)]
+        targets: list[tuple[Line, ast.expr, bool]] = [
+            (site.statement, site.model, True)
+            for site in sites
+            if self._nameable(site.model, site.statement)
+        ]
+        if not targets:
+            for statement, model in script.model_moves():
+                if self._in_scope(statement):
+                    targets.append((statement, model, False))
+            if wrap_optimizer and targets and not sites:  # cast, yet no master weights: say so
+                subject = f"the optimizer of `{script.code(targets[0][1])}`"
+                self.remaining.append(self._manual("XM406", self._span(targets[0][0]), subject))
+        if not targets:
+            self.remaining.append(self._manual("XM401", self._first_span(), "the model to cast"))
+            return
+
+        def model_key(target: Node, model: ast.expr) -> tuple[int, str]:
+            # one model per name and function: `model` in `train()` is not `model` in `test()`
+            return id(script.enclosing_function(target)), script.code(model)
+
+        done: set[tuple[int, str]] = set()
+        for target, model, before in targets:
+            name, key = script.code(model), model_key(target, model)
+            if key in done:
+                continue
+            done.add(key)
+            place: Statement = target
+            if before:  # before every optimizer of this model (`if a: A(...) elif b: B(...)`)
+                same = [t for t, m, _ in targets if model_key(t, m) == key]
+                around = script.first_statement_around(same)
+                if around is not None and self._nameable(model, around):
+                    place = around
+            ok, condition = self._combined_condition(place, self._span(place))
+            if not ok:
+                continue
+            code: list[str] = []
+            if not script.casts_to_bf16(model):
+                code.append(f"{name}.to(torch.bfloat16)\n")
+            code.append(f"cast_inputs_to_module_dtype({name}, output_dtype=torch.float32)\n")
+            self.plan.imports.add(("torch", None))  # torch.bfloat16, torch.float32
+            self.plan.imports.add((RUNTIME, "cast_inputs_to_module_dtype"))
+            block = [under(condition, code)] if condition is not None else code
+            if before:
+                self.plan.insert_before(place, block)
+            else:
+                self.plan.insert_after(place, block)
+        if wrap_optimizer:
+            unwrappable = unwrappable_optimizers()
+            for site in sites:
+                name = script.code(site.call.func).rsplit(".", 1)[-1]
+                if name in unwrappable:  # the recipe cannot go in whole: its writes stay
+                    subject = f"`{name}` ({unwrappable[name]})"
+                    self.remaining.append(
+                        self._manual("XM408", self._span(site.statement), subject)
+                    )
+                    continue
+                self._wrap_optimizer(site.call, site.statement)
+
+    def _nameable(self, model: ast.expr, at: Node) -> bool:
+        """Whether code at `at` can name the module `model` names (not a comprehension's or a
+        lambda's variable; not a call, which would build another one)."""
+        if collect_nodes(model, ast.Call):
+            return False
+        return expressible_at(self.script, expression(self.script, model), model, at)
+
+    def _wrap_optimizer(self, call: ast.Call, statement: Line) -> None:
+        script = self.script
+        parent = script.parent(call)
+        if isinstance(parent, ast.keyword):
+            parent = script.parent(parent)
+        if isinstance(parent, ast.Call) and script.code(parent.func).endswith("FP32ParamsCopy"):
+            return
+        if script.code(call.func).endswith("FP32ParamsCopy"):
+            return
+        ok, condition = self._combined_condition(statement, self._span(statement))
+        if not ok:
+            return
+        if condition is None:
+            self.plan.imports.add((RUNTIME, "FP32ParamsCopy"))
+            self.plan.swapped[call] = f"FP32ParamsCopy({script.code(call)})"
+            return
+        # Under a condition the wrapper is a statement of its own: `<target> = FP32ParamsCopy(
+        # <target>)`, right only where the target holds the optimizer itself.
+        small = script.small_statement_of(call)
+        assigned = isinstance(small, ast.Assign) and small.value is call
+        target = small.targets[0] if isinstance(small, ast.Assign) else None
+        if not assigned or not isinstance(target, (ast.Name, ast.Attribute)):
+            self.remaining.append(
+                self._manual("XM403", self._span(statement), "the optimizer wrapper")
+            )
+            return
+        self.plan.imports.add((RUNTIME, "FP32ParamsCopy"))
+        name = script.code(target)
+        wrapped = f"{name} = FP32ParamsCopy({name})\n"
+        self.plan.insert_after(statement, [under(condition, [wrapped])])
+
+    def _neuron_cc_flags(self) -> None:
+        """Edits the file's NEURON_CC_FLAGS literals when the flag was on unconditionally;
+        else appends `--auto-cast=none` after the file's last NEURON_CC_FLAGS write (so it is
+        not overwritten) or where the flag was set."""
+        writes = [a for a in self.accesses if a.variable == NEURON_CC_FLAGS and a.kind == "write"]
+        literal_writes = [
+            a for a in writes if a.value_node is not None and string_value(a.value_node) is not None
+        ]
+        unconditional = all(e.condition.full is None for e in self.enabling)
+        if literal_writes and unconditional and len(literal_writes) == len(writes):
+            for access in literal_writes:
+                assert access.value_node is not None
+                self._merge_literal(access.value_node)
+            return
+        if not writes:
+            self._environment_statement(auto_cast_code)
+            return
+        last = max(writes, key=lambda a: self._span(a.node).line)
+        line = self.script.statement_of(_anchor(last.node))
+        if line is None:
+            return
+        ok, condition = self._combined_condition(line, self._span(line))
+        if not ok:
+            return
+        statement = auto_cast_code(self._receiver(last), last.form)
+        self.plan.insert_after(line, [under(condition, [statement])] if condition else [statement])
+
+    def _merge_literal(self, literal: ast.expr) -> None:
+        """Edits a NEURON_CC_FLAGS literal in place, keeping its quotes where they still fit."""
+        text = string_value(literal)
+        assert text is not None
+        merged = merge_auto_cast_none(text)
+        if merged == text:
+            return
+        written = self.script.simple_string(literal)
+        if written is not None and written[1] not in merged and "\\" not in merged:
+            prefix, quote = written
+            self.plan.swapped[literal] = f"{prefix}{quote}{merged}{quote}"
+        else:
+            self.plan.swapped[literal] = repr(merged)
+
+    def _autocast_regions(self) -> None:
+        script = self.script
+        self.plan.imports.add(("torch", None))
+        models = [script.code(site.model) for site in script.optimizer_sites()]
+        backwards = [b for b in script.backward_statements() if self._in_scope(b[0])]
+        if not backwards:
+            where = self._first_span()
+            self.remaining.append(self._manual("XM402", where, "no `<loss>.backward()` found"))
+            return
+        handled = {statement for statement, _ in backwards}
+        for call in script.backward_calls():  # `f(x).backward()`, `a = 1; b.backward()`
+            if not self._in_scope(call):
+                continue
+            if script.statement_of(call) not in handled and not script.in_autocast(call):
+                subject = f"the forward pass before `{script.code(call.func)}()`"
+                self.remaining.append(self._manual("XM402", self._span(call), subject))
+        for backward, loss in backwards:
+            candidates = models + script.model_parameter_names(backward)
+            region = script.forward_region(backward, loss, candidates)
+            if region is None:
+                self.remaining.append(
+                    self._manual(
+                        "XM402", self._span(backward), f"the forward pass before {loss}.backward()"
+                    )
+                )
+                continue
+            first, last = region.statements[0], region.statements[-1]
+            if script.in_autocast(first) or script.contains_autocast(region.statements):
+                continue
+            ok, condition = self._combined_condition(first, self._span(first))
+            if not ok:
+                continue
+            enabled = f", enabled={condition.as_argument()}" if condition is not None else ""
+            self.plan.wraps.append((first, last, _AUTOCAST.replace(")", f"{enabled})")))
+
+    # -- findings ------------------------------------------------------------------------------
+
+    def _span(self, node: object) -> Span:
+        return self.script.span(node)  # type: ignore[arg-type]
+
+    def _manual(self, code: str, span: Span, subject: str) -> Finding:
+        return manual_finding(self.catalogue, code, self.path, span, subject)
+
+
+def first_problem(problems: Sequence[Finding]) -> str | None:
+    if not problems:
+        return None
+    first = min(problems, key=lambda f: f.sort_key)
+    return f"{first.code} at line {first.span.line}"
+
+
+def kept_enabling(
+    pairs: Sequence[tuple[_Item, Finding]], planner: Planner
+) -> list[tuple[_Item, Finding]]:
+    """The pairs with each enabling write the planner removed made manual: it stays, and its
+    finding says which part of the recipe could not go in."""
+    enabling = {id(e.access) for e in planner.enabling if e.access is not None}
+    codes = ", ".join(sorted({f.code for f in planner.problems()}))
+    note = (
+        f"kept: the recipe could not be applied here (see {codes}); apply it by hand, then"
+        " remove this write"
+    )
+    return [
+        (item, replace(f, message=with_note(f.message, note), fix=Fix("manual")))
+        if id(item) in enabling
+        else (item, f)
+        for item, f in pairs
+    ]
+
+
+def stochastic_rounding_code(receiver: str, form: str) -> str:
+    if form == "setdefault":  # the legacy write let a launcher override it: so does this
+        return f'{receiver}.setdefault("{STOCHASTIC_ROUNDING}", "1")\n'
+    return f'{receiver}["{STOCHASTIC_ROUNDING}"] = "1"\n'
+
+
+def auto_cast_code(receiver: str, form: str = "subscript") -> str:
+    return (
+        f'{receiver}["{NEURON_CC_FLAGS}"] = '
+        f'{receiver}.get("{NEURON_CC_FLAGS}", "") + " --auto-cast=none"\n'
+    )
+
+
+def under(condition: Expression, body: list[str]) -> str:
+    """`if <condition>:` with `body` (statements' code) indented under it."""
+    lines = [line for code in body for line in code.splitlines(keepends=True)]
+    return f"if {condition.code}:\n" + "".join(f"    {line}" for line in lines)
+
+
+def after_imports(script: TrainingScript) -> Statement | None:
+    """The last statement of the module's leading docstring and import lines."""
+    last = None
+    for index, statement in enumerate(script.top.body):
+        if not isinstance(statement, Line):
+            break
+        first = statement.body[0]
+        docstring = (
+            index == 0
+            and isinstance(first, ast.Expr)
+            and script.simple_string(first.value) is not None
+        )
+        imports = all(isinstance(small, (ast.Import, ast.ImportFrom)) for small in statement.body)
+        if not (docstring or imports):
+            break
+        last = statement
+    return last
+
+
+def is_whole_statement(small: ast.stmt | None, node: object) -> bool:
+    """Whether the simple statement is exactly this access (so removing it removes only that)."""
+    if isinstance(small, ast.Assign):
+        return len(small.targets) == 1 and small.targets[0] is node
+    if isinstance(small, ast.Expr):
+        return small.value is node
+    if isinstance(small, ast.Delete):
+        return len(small.targets) == 1 and small.targets[0] is node
+    return False
+
+
+def _gate_code(gate: Expression, read: ReadPlan, script: TrainingScript) -> str:
+    """The gate (or `not` it) in place of a flag test, parenthesized where it needs to be."""
+    code = f"not {gate.code}" if read.negated else gate.code
+    name = gate.is_name and not read.negated
+    top = read.top
+    if script.has_parentheses(top):
+        start, end = script.offsets(top)
+        inner_start, inner_end = script.offsets(top, parentheses=False)
+        source = script.source
+        return f"{source[start:inner_start]}{code}{source[inner_end:end]}"
+    if not name and not isinstance(script.parent(top), _BARE_PARENTS):
+        return f"({code})"
+    return code
+
+
+def _code_expression(code: str) -> Expression:
+    return Expression(code)
+
+
+def _name(name: str) -> Expression:
+    return Expression(name, node=ast.Name(id=name))
+
+
+def _anchor(node: object) -> Node:
+    """The ast node an access stands at (a dict entry: its key)."""
+    if isinstance(node, DictItem):
+        return node.key
+    return node  # type: ignore[return-value]
