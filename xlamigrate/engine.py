@@ -27,6 +27,7 @@ from xlamigrate import kinds
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.config import Settings
 from xlamigrate.discover import Discovery, SourceFile, discover
+from xlamigrate.kinds.textaccess import TextAnalysis
 from xlamigrate.model import (
     FileError,
     FileResult,
@@ -62,6 +63,7 @@ class _Job:
     data: bytes
     kind: str = "python"
     context: FileContext = STANDALONE
+    analysis: TextAnalysis | None = None  # a launcher's, made for the project already
 
 
 def flag_prefilter(catalogue: Catalogue) -> re.Pattern[bytes]:
@@ -94,10 +96,13 @@ def scan_paths(
     request = RewriteRequest(settings.mode or DEFAULT_MODE, target=settings.target)
     layout = _Layout.of(work, discovery, settings, catalogue, request, jobs)
     if layout.project.scripts:
-        plan = partial(_rewrite_job, catalogue=catalogue, enabled=enabled, request=request)
+        planning = replace(request, plan_only=True)
+        plan = partial(_rewrite_job, catalogue=catalogue, enabled=enabled, request=planning)
         layout.settle(layout.script_jobs([]), plan, jobs)
     task = partial(_scan_job, catalogue=catalogue, enabled=enabled)
     progress.start(len(work), "scanning")
+    analyses = {a.path: a.analysis for a in layout.analysed}
+    work = [replace(job, analysis=analyses.get(job.display)) for job in work]
     scanned = _run(layout.with_contexts(work, request.mode), task, jobs, "scan", progress)
     results = [FileResult(e.path, errors=(e,)) for e in unreadable] + scanned
     return replace(_report(len(discovery.files), len(work), results), launches=layout.edges())
@@ -439,7 +444,9 @@ def _scan_job(job: _Job, catalogue: Catalogue, enabled: frozenset[str]) -> FileR
         if kinds.analyses_launches(job.kind):  # the project's word on its enabling writes
             launcher = kinds.load_launcher(job.kind)
             with _collector_paused():
-                return launcher.scan(job.display, job.data, catalogue, enabled, job.context)
+                return launcher.scan(
+                    job.display, job.data, catalogue, enabled, job.context, job.analysis
+                )
         return scan_source(job.display, job.data, job.kind, catalogue, enabled, job.context)
     except Exception as crash:  # one bad file must not end the run: report it and go on
         return FileResult(job.display, errors=(_crash(job, crash),))

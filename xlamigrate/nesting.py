@@ -3,7 +3,7 @@ the C stack of libcst's native parser, a segmentation fault that would end the w
 other file unreported). Python's own parser judges the depth first, safely.
 
 libcst's visitors give up (RecursionError) long before the native parser crashes, so refusing
-what nests deeper than _MAX_NESTING loses nothing that could have been analysed.
+what nests deeper than MAX_NESTING loses nothing that could have been analysed.
 """
 
 from __future__ import annotations
@@ -14,8 +14,13 @@ from xlamigrate.model import FileError
 
 # Levels of the syntax tree as libcst builds it. Its native parser crashed at about 3,000
 # (parentheses) to 8,000 (unary minus) levels on an 8 MiB stack; its visitors stop near 500.
-_MAX_NESTING = 1000
+MAX_NESTING = 1000
 _TOO_DEEP = "could not parse: nesting too deep"
+
+
+def too_deep(path: str, line: int | None) -> FileError:
+    """The error of code nested deeper than MAX_NESTING at `line`."""
+    return FileError(path, line, _TOO_DEEP)
 
 
 def nesting_error(path: str, data: bytes, tree: ast.AST | None = None) -> FileError | None:
@@ -40,7 +45,7 @@ def nesting_error(path: str, data: bytes, tree: ast.AST | None = None) -> FileEr
 
 
 def _first_too_deep(tree: ast.AST) -> int | None:
-    """The line of a node nested deeper than _MAX_NESTING, counting `a and b and c` as libcst
+    """The line of a node nested deeper than MAX_NESTING, counting `a and b and c` as libcst
     does (each operator one level; Python keeps the operands in one flat list)."""
     stack: list[tuple[ast.AST, int, int]] = [(tree, 0, 1)]
     while stack:
@@ -48,7 +53,7 @@ def _first_too_deep(tree: ast.AST) -> int | None:
         line = getattr(node, "lineno", line)
         if isinstance(node, ast.BoolOp):
             depth += len(node.values) - 1
-        if depth > _MAX_NESTING:
+        if depth > MAX_NESTING:
             return line
         stack.extend((child, depth + 1, line) for child in ast.iter_child_nodes(node))
     return None

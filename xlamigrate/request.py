@@ -23,6 +23,10 @@ class RewriteRequest:
     unsafe_fixes: bool = False
     target: str | None = None  # the platform, where the user says it (else inferred, else neuron)
     signal: str = DEFAULT_SIGNAL
+    # Decide and word the findings, write nothing: what a scan asks of the scripts its
+    # launchers start (whether each takes its recipe). A Python file is then never parsed by
+    # libcst, so an edit libcst could not write shows only when the rewrite runs.
+    plan_only: bool = False
 
     def __post_init__(self) -> None:
         recipe_of(self.mode)

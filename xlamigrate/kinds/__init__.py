@@ -108,6 +108,7 @@ class LauncherKindModule(Protocol):
         catalogue: Catalogue,
         enabled: frozenset[str],
         context: FileContext | None = None,
+        analysis: TextAnalysis | None = None,
     ) -> FileResult: ...
 
 

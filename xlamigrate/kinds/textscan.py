@@ -49,8 +49,9 @@ class TextKind:
         catalogue: Catalogue,
         enabled: frozenset[str],
         context: FileContext | None = None,
+        analysis: TextAnalysis | None = None,
     ) -> FileResult:
-        return scan_text(path, data, self, catalogue, enabled, context)
+        return scan_text(path, data, self, catalogue, enabled, context, analysis)
 
     def rewrite(
         self,
@@ -174,13 +175,16 @@ def scan_text(
     catalogue: Catalogue,
     enabled: frozenset[str],
     context: FileContext | None = None,
+    analysis: TextAnalysis | None = None,
 ) -> FileResult:
     """The file's findings; with the project's `context`, an enabling write says which script
-    it starts and whether the rewrite can migrate it."""
+    it starts and whether the rewrite can migrate it. `analysis`: the file's `analyse_file`,
+    where the project was built from it already."""
     decoded = _decode(path, data)
     if isinstance(decoded, FileError):
         return FileResult(path, errors=(decoded,))
-    analysis = _analyse(kind, decoded.text, catalogue)
+    if analysis is None:
+        analysis = _analyse(kind, decoded.text, catalogue)
     found = [f for _, f in _reported(path, decoded.text, analysis, catalogue, enabled, context)]
     findings = tuple(sorted(found, key=lambda f: f.sort_key))
     return FileResult(path, findings=findings, errors=_problems(path, analysis))

@@ -21,7 +21,7 @@ from xlamigrate.kinds.python.planner import Planner, kept_enabling
 from xlamigrate.kinds.python.scan import kept_for_children, parse_failure, parsed_python, reported
 from xlamigrate.kinds.python.training import TrainingScript
 from xlamigrate.model import FileError, Finding, RewriteOutcome
-from xlamigrate.nesting import nesting_error
+from xlamigrate.nesting import too_deep
 from xlamigrate.neuronflags import RECIPE_VARIABLES
 from xlamigrate.recipes import MODES as MODES
 from xlamigrate.request import STANDALONE, FileContext, RewriteRequest
@@ -41,9 +41,6 @@ def rewrite_python(
     if parsed is None:
         return RewriteOutcome(path, data, None, errors=(parse_failure(path, data),))
     source, module = parsed
-    too_deep = nesting_error(path, data, module)  # libcst, writing the edits, could not take it
-    if too_deep is not None:
-        return RewriteOutcome(path, data, None, errors=(too_deep,))
     scopes = Scopes(module)
     analysis = analyse_env_accesses(module, source, catalogue.flags, RECIPE_VARIABLES, scopes)
     lines = SourceLines(source)
@@ -63,6 +60,8 @@ def rewrite_python(
         remaining_commands = tuple(sorted(commands, key=lambda f: f.sort_key))
         return RewriteOutcome(path, data, None, remaining=remaining_commands)
     script = TrainingScript(module, source, scopes)
+    if script.too_deep is not None:  # libcst, writing the edits, could not take it
+        return RewriteOutcome(path, data, None, errors=(too_deep(path, script.too_deep),))
     planner = Planner(path, script, catalogue, request, context, analysis.accesses)
     plan = planner.make_plan(pairs)
     unapplied = planner.unapplied()
@@ -77,7 +76,7 @@ def rewrite_python(
     fixed = tuple(sorted(planner.fixed, key=lambda f: f.sort_key))
     if unapplied is not None:
         return RewriteOutcome(path, data, None, fixed, remaining, unapplied=unapplied)
-    if plan.is_empty():
+    if plan.is_empty() or request.plan_only:
         return RewriteOutcome(path, data, None, fixed, remaining)
     rewritten = _applied(path, data, script, plan)
     if isinstance(rewritten, FileError):

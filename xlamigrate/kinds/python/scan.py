@@ -111,29 +111,28 @@ def _scan_on_ast(
         for a, f in pairs
         if isinstance(a, EnvAccess) and a.kind == "read" and isinstance(a.node, ast.AST)
     }
-    rewritten = (recipe is not None and reads) or (
+    planning = (recipe is not None and reads) or (
         planned and any(_removable_enabling(item, f) for item, f in pairs)
     )
-    if rewritten:  # the rewrite would apply its plan with libcst: can it take this file?
-        from xlamigrate.nesting import nesting_error
-
-        too_deep = nesting_error(path, b"", module)
-        if too_deep is not None:
-            return FileResult(path, errors=(too_deep,))
-    if recipe is not None and reads:  # what the rewrite makes of them, as it would say it
-        from xlamigrate.kinds.python.reads import read_outcomes
+    if planning:  # the rewrite would write its plan with libcst: can libcst take this file?
         from xlamigrate.kinds.python.training import TrainingScript
+        from xlamigrate.nesting import too_deep
 
         script = TrainingScript(module, source, scopes)
+        if script.too_deep is not None:
+            return FileResult(path, errors=(too_deep(path, script.too_deep),))
+    if recipe is not None and reads:  # what the rewrite makes of them, as it would say it
+        from xlamigrate.kinds.python.reads import read_outcomes
+
+        assert script is not None
         outcomes = read_outcomes(script, analysis.accesses, reads, recipe, context.signal)
         worded = {(f.span, f.code): f for o in outcomes for f in o.findings}
         pairs = [(item, worded.get((f.span, f.code), f)) for item, f in pairs]
     pairs = kept_for_children(pairs, context, analysis.children)
     if planned and any(_removable_enabling(item, f) for item, f in pairs):
         from xlamigrate.kinds.python.rewrite import kept_for_recipe
-        from xlamigrate.kinds.python.training import TrainingScript
 
-        script = script or TrainingScript(module, source, scopes)
+        assert script is not None
         pairs = kept_for_recipe(path, script, pairs, catalogue, context, analysis.accesses)
     found = [finding for _, finding in pairs]
     if analysis.commands:

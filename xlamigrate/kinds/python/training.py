@@ -23,6 +23,7 @@ from xlamigrate.kinds.python.astpositions import SourceLines
 from xlamigrate.kinds.python.astscopes import Scope, Scopes
 from xlamigrate.kinds.python.astwalk import DictItem
 from xlamigrate.model import Span
+from xlamigrate.nesting import MAX_NESTING
 
 COMPOUND = (
     ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.TryStar,
@@ -109,6 +110,8 @@ class TrainingScript:
         self._calls: list[ast.Call] = []
         self._scope_of: dict[int, Scope] | None = None
         self._synthetic: list[ast.AST] = []
+        # The first line nested deeper than libcst can take (None: none is), found on the way.
+        self.too_deep: int | None = None
         self._index()
         self.top = self._blocks[id(module)][0]  # the module's own block
 
@@ -117,28 +120,39 @@ class TrainingScript:
     def _index(self) -> None:
         parents = self._parents
         calls = self._calls
-        pending: list[ast.AST] = [self.module]
+        pending: list[tuple[ast.AST, int]] = [(self.module, 0)]
         while pending:
-            node = pending.pop()
+            node, depth = pending.pop()
             if isinstance(node, ast.Call):
                 calls.append(node)
+            elif isinstance(node, ast.BoolOp):
+                depth += len(node.values) - 1  # libcst nests `a and b and c`: one level each
+            if depth > MAX_NESTING and self.too_deep is None:
+                self.too_deep = self._line_of(node)
+            inner = depth + 1
             for name in node._fields:
                 value = getattr(node, name, None)
                 if isinstance(value, list):
                     if value and isinstance(value[0], ast.stmt):
                         self._block(node, name, value)
-                        pending.extend(value)
+                        pending.extend((statement, inner) for statement in value)
                         continue
                     for item in value:
                         if isinstance(item, ast.AST):
                             parents[id(item)] = node
-                            pending.append(item)
+                            pending.append((item, inner))
                 elif isinstance(value, ast.AST) and not isinstance(value, _INERT):
                     parents[id(value)] = node
-                    pending.append(value)
+                    pending.append((value, inner))
             if isinstance(node, ast.BoolOp) and len(node.values) > 2:
-                self._nest(node)
+                self._nest(node)  # (after its operands' parents were set: it sets them again)
         calls.sort(key=_start)
+
+    def _line_of(self, node: Node) -> int:
+        current: Node | None = node
+        while current is not None and not hasattr(current, "lineno"):
+            current = self.parent(current)
+        return getattr(current, "lineno", 1)
 
     def _nest(self, chain: ast.BoolOp) -> None:
         """`a or b or c` as libcst has it, `(a or b) or c`: each operand's parent is the

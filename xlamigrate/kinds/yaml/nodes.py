@@ -3,6 +3,7 @@ every scalar keeps its position, style and text as written)."""
 
 from __future__ import annotations
 
+import importlib
 import warnings
 from collections.abc import Iterator
 from typing import Any, Protocol
@@ -27,7 +28,20 @@ class Node(Protocol):
 
 
 def compose(text: str) -> list[Node] | tuple[int | None, str]:
-    """The documents' node trees, or (line, message) when the text is not YAML."""
+    """The documents' node trees, or (line, message) when the text is not YAML.
+
+    ASCII text goes through libyaml's C parser where PyYAML has it (its marks count bytes:
+    characters only in ASCII), composed here as ruamel.yaml composes (its tags, resolved by its
+    YAML 1.2 resolver, and its styles); anything else, and anything libyaml rejects, through
+    ruamel.yaml, whose words the errors keep."""
+    if text.isascii():
+        fast = _compose_with_libyaml(text)
+        if fast is not None:
+            return fast
+    return _compose_with_ruamel(text)
+
+
+def _compose_with_ruamel(text: str) -> list[Node] | tuple[int | None, str]:
     from ruamel.yaml import YAML
     from ruamel.yaml.error import MarkedYAMLError
     from ruamel.yaml.reader import ReaderError
@@ -47,6 +61,106 @@ def compose(text: str) -> list[Node] | tuple[int | None, str]:
         return (line, str(error).splitlines()[0])
     except Exception as error:  # whatever else the parser trips on, the run goes on
         return (None, f"{type(error).__name__}: {error}")
+
+
+class _Composed:
+    """A node composed from libyaml's events (what ruamel.yaml's composer makes of them)."""
+
+    __slots__ = ("end_mark", "flow_style", "id", "start_mark", "style", "tag", "value")
+
+    def __init__(self, kind: str, tag: str, value: Any, event: Any) -> None:
+        self.id = kind
+        self.tag = tag
+        self.value = value
+        self.start_mark = event.start_mark
+        self.end_mark = event.end_mark
+        self.style = getattr(event, "style", None) or None  # plain: "" in PyYAML, None here
+        self.flow_style = getattr(event, "flow_style", None)
+
+
+def _compose_with_libyaml(text: str) -> list[Node] | None:
+    """The documents, or None where ruamel.yaml must say it (no libyaml, a parse error, a
+    `%YAML` directive, an unknown alias, nesting past _MAX_DEPTH)."""
+    try:
+        yaml: Any = importlib.import_module("yaml")  # PyYAML, with libyaml where it was built
+        from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
+    except ImportError:
+        return None
+    loader = getattr(yaml, "CSafeLoader", None)
+    if loader is None:
+        return None
+    resolve = _resolver().resolve
+    documents: list[Any] = []
+    anchors: dict[str, _Composed] = {}
+    stack: list[tuple[_Composed, list[Any]]] = []  # open collections, with a pending key
+    empty: _Composed | None = None  # a value left out (`key:`), placed at the next token
+    try:
+        for event in yaml.parse(text, Loader=loader):
+            kind = type(event).__name__
+            if empty is not None:  # (as ruamel.yaml places it; libyaml puts it after the `:`)
+                empty.start_mark = empty.end_mark = event.start_mark
+                empty = None
+            node: _Composed | None = None
+            if kind == "ScalarEvent":
+                tag = event.tag
+                if tag is None or tag == "!":
+                    tag = resolve(ScalarNode, event.value, event.implicit)
+                node = _Composed("scalar", tag, event.value, event)
+                if event.value == "" and node.style is None:
+                    empty = node
+            elif kind in ("SequenceStartEvent", "MappingStartEvent"):
+                if len(stack) >= _MAX_DEPTH:
+                    return None
+                sequence = kind == "SequenceStartEvent"
+                tag = event.tag
+                if tag is None or tag == "!":
+                    tag = resolve(SequenceNode if sequence else MappingNode, None, event.implicit)
+                opened = _Composed("sequence" if sequence else "mapping", tag, [], event)
+                if event.anchor is not None:
+                    anchors[event.anchor] = opened
+                stack.append((opened, []))
+                continue
+            elif kind in ("SequenceEndEvent", "MappingEndEvent"):
+                node, _ = stack.pop()
+                node.end_mark = event.end_mark
+            elif kind == "AliasEvent":
+                node = anchors.get(event.anchor)
+                if node is None:
+                    return None
+            elif kind == "DocumentStartEvent":
+                if event.version is not None:
+                    return None  # a `%YAML` directive: ruamel.yaml's resolver follows it
+                anchors = {}  # an alias names an anchor of its own document
+            if node is None:
+                continue
+            if kind == "ScalarEvent" and event.anchor is not None:
+                anchors[event.anchor] = node
+            if not stack:
+                documents.append(node)
+                continue
+            parent, pending = stack[-1]
+            if parent.id == "sequence":
+                parent.value.append(node)
+            elif pending:
+                parent.value.append((pending.pop(), node))
+            else:
+                pending.append(node)
+    except yaml.YAMLError:
+        return None
+    return documents
+
+
+_RESOLVER: Any = None
+
+
+def _resolver() -> Any:
+    """ruamel.yaml's YAML 1.2 resolver (what its round-trip composer tags plain scalars with)."""
+    global _RESOLVER
+    if _RESOLVER is None:
+        from ruamel.yaml.resolver import VersionedResolver
+
+        _RESOLVER = VersionedResolver()
+    return _RESOLVER
 
 
 def each_node(roots: list[Node]) -> Iterator[Node]:
