@@ -709,6 +709,9 @@ def test_a_failed_write_is_not_reported_as_rewritten(
 # --- several files, several workers ------------------------------------------------------------
 
 
+COPIES = ("pkg", "copy", "again", "more")  # the fixtures, four times over
+
+
 def test_a_mixed_folder_gives_the_same_result_with_jobs_1_and_jobs_2(tmp_path: Path) -> None:
     mode = "fp32-copy"
     cases = sorted(p.name.removesuffix(".in.py") for p in (FIXTURES / mode).glob("*.in.py"))
@@ -720,7 +723,7 @@ def test_a_mixed_folder_gives_the_same_result_with_jobs_1_and_jobs_2(tmp_path: P
     files: dict[str, str | bytes] = {
         f"{folder}{n % 3}/{case}.py": fixture(mode, case, "in")
         for n, case in enumerate(cases)
-        for folder in ("pkg", "copy")
+        for folder in COPIES
     }
     # enough to parse for the engine to start a pool
     assert sum(len(data) for data in files.values()) >= _POOL_MIN_BYTES
@@ -737,14 +740,14 @@ def test_a_mixed_folder_gives_the_same_result_with_jobs_1_and_jobs_2(tmp_path: P
         k: v[0] for k, v in snapshot(parallel).items()
     }
     for n, case in enumerate(cases):
-        for folder in ("pkg", "copy"):
+        for folder in COPIES:
             assert (parallel / f"{folder}{n % 3}" / f"{case}.py").read_bytes() == fixture(
                 mode, case, "out"
             ), case
     for name, content in untouched.items():
         assert (parallel / name).read_text() == content, name
     document = json.loads(two.stdout)
-    assert document["files_scanned"] == 2 * len(cases) + 3
+    assert document["files_scanned"] == len(COPIES) * len(cases) + 3
     assert [e["path"] for e in document["errors"]] == ["pkg2/broken.py"]
 
 

@@ -210,6 +210,7 @@ class _GitIgnores:
         self.specs: dict[str, pathspec.GitIgnoreSpec] = {}  # absolute directory -> its patterns
         self.quick: dict[str, re.Pattern[str] | None] = {}  # matches where any of them may
         self.loaded: set[str] = set()
+        self.chains: dict[str, list[str]] = {}  # a folder -> the folders whose rules apply there
         directory = os.path.abspath(top)
         while True:
             is_repository_root = os.path.exists(os.path.join(directory, ".git"))
@@ -225,6 +226,7 @@ class _GitIgnores:
         if directory not in self.loaded:
             self.loaded.add(directory)
             self._load_file(directory, os.path.join(directory, ".gitignore"))
+            self.chains.pop(directory, None)  # (its own rules, if any, now apply too)
 
     def _load_file(self, directory: str, file: str) -> None:
         try:
@@ -242,18 +244,30 @@ class _GitIgnores:
     def ignored(self, absolute: str, is_dir: bool) -> bool:
         if not self.specs:
             return False
-        directory = os.path.dirname(absolute)
-        while True:
-            spec = self.specs.get(directory)
-            if spec is not None:
-                relative = absolute[len(directory) :].lstrip(os.sep).replace(os.sep, "/")
-                relative = relative + "/" if is_dir else relative
-                quick = self.quick[directory]
-                if quick is None or quick.search(relative) is not None:
-                    result = spec.check_file(relative)
-                    if result.include is not None:
-                        return bool(result.include)
-            parent = os.path.dirname(directory)
-            if parent == directory:
-                return False
-            directory = parent
+        for directory in self._in_force(os.path.dirname(absolute)):
+            spec = self.specs[directory]
+            relative = absolute[len(directory) :].lstrip(os.sep).replace(os.sep, "/")
+            relative = relative + "/" if is_dir else relative
+            quick = self.quick[directory]
+            if quick is None or quick.search(relative) is not None:
+                result = spec.check_file(relative)
+                if result.include is not None:
+                    return bool(result.include)
+        return False
+
+    def _in_force(self, directory: str) -> list[str]:
+        """The folders from `directory` up whose .gitignore files apply, deepest first (asked
+        once per folder: the walk enters a folder before listing what is in it)."""
+        chain = self.chains.get(directory)
+        if chain is None:
+            chain = []
+            current = directory
+            while True:
+                if current in self.specs:
+                    chain.append(current)
+                parent = os.path.dirname(current)
+                if parent == current:
+                    break
+                current = parent
+            self.chains[directory] = chain
+        return chain

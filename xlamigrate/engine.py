@@ -51,8 +51,10 @@ _PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent exi
 _PARENT_POLL_SECONDS = 0.5
 
 # A pool's start-up (~50-90 ms: fork, imports first used in each worker, pickling) pays off
-# once the files to parse hold this many bytes: libcst analyses some 40-80 KB/s per core.
-_POOL_MIN_BYTES = 16 * 1024
+# once the files to parse hold this many bytes: Python is analysed (and planned) at some
+# 0.5-2 MB/s per core on `ast`, shell and YAML launchers at some 1-2 MB/s.
+_POOL_MIN_BYTES = 64 * 1024
+_KEPT_BYTES = 256 << 20  # the tree's bytes kept from the first read, for the project (MiB: 256)
 _Result = TypeVar("_Result")
 _SCRIPT_KINDS = ("python", "notebook")  # planned before the launchers (they may get a recipe)
 
@@ -91,19 +93,21 @@ def scan_paths(
 ) -> ScanReport:
     discovery = discovery if discovery is not None else discover(paths, settings)
     enabled = catalogue.select(settings.select, settings.ignore)
-    work, unreadable = _flagged_files(discovery, catalogue)
+    read = _flagged_files(discovery, catalogue)
+    work, unreadable = read.work, read.unreadable
     # The launchers' findings say what `rewrite` (in the configured mode) would do with them.
     request = RewriteRequest(settings.mode or DEFAULT_MODE, target=settings.target)
-    layout = _Layout.of(work, discovery, settings, catalogue, request, jobs)
-    if layout.project.scripts:
-        planning = replace(request, plan_only=True)
-        plan = partial(_rewrite_job, catalogue=catalogue, enabled=enabled, request=planning)
-        layout.settle(layout.script_jobs([]), plan, jobs)
-    task = partial(_scan_job, catalogue=catalogue, enabled=enabled)
-    progress.start(len(work), "scanning")
-    analyses = {a.path: a.analysis for a in layout.analysed}
-    work = [replace(job, analysis=analyses.get(job.display)) for job in work]
-    scanned = _run(layout.with_contexts(work, request.mode), task, jobs, "scan", progress)
+    with _Workers(jobs, work) as workers:
+        layout = _Layout.of(work, discovery, settings, catalogue, request, workers, read.kept)
+        if layout.project.scripts:
+            planning = replace(request, plan_only=True)
+            plan = partial(_rewrite_job, catalogue=catalogue, enabled=enabled, request=planning)
+            layout.settle(layout.script_jobs([]), plan, workers)
+        task = partial(_scan_job, catalogue=catalogue, enabled=enabled)
+        progress.start(len(work), "scanning")
+        analyses = {a.path: a.analysis for a in layout.analysed}
+        work = [replace(job, analysis=analyses.get(job.display)) for job in work]
+        scanned = workers.run(layout.with_contexts(work, request.mode), task, progress)
     results = [FileResult(e.path, errors=(e,)) for e in unreadable] + scanned
     return replace(_report(len(discovery.files), len(work), results), launches=layout.edges())
 
@@ -125,14 +129,16 @@ def rewrite_paths(
     it, and the writes that reach it stay."""
     discovery = discovery if discovery is not None else discover(paths, settings)
     enabled = catalogue.select(settings.select, settings.ignore)
-    work, unreadable = _flagged_files(discovery, catalogue)
-    layout = _Layout.of(work, discovery, settings, catalogue, request, jobs)
-    task = partial(_rewrite_job, catalogue=catalogue, enabled=enabled, request=request)
-    scripts = layout.python_jobs(work, unreadable)
-    others = [job for job in work if job.kind not in _SCRIPT_KINDS]
-    progress.start(len(scripts) + len(others), "rewriting")
-    planned = layout.settle(scripts, task, jobs, progress)
-    planned += _run(layout.with_contexts(others), task, jobs, "rewrite", progress)
+    read = _flagged_files(discovery, catalogue)
+    work, unreadable = read.work, read.unreadable
+    with _Workers(jobs, work) as workers:
+        layout = _Layout.of(work, discovery, settings, catalogue, request, workers, read.kept)
+        task = partial(_rewrite_job, catalogue=catalogue, enabled=enabled, request=request)
+        scripts = layout.python_jobs(work, unreadable)
+        others = [job for job in work if job.kind not in _SCRIPT_KINDS]
+        progress.start(len(scripts) + len(others), "rewriting")
+        planned = layout.settle(scripts, task, workers, progress)
+        planned += workers.run(layout.with_contexts(others), task, progress)
     outcomes = sorted(planned, key=lambda outcome: outcome.path)
     errors = [*unreadable, *(e for outcome in outcomes for e in outcome.errors)]
     return RewriteReport(
@@ -161,21 +167,19 @@ class _Layout:
         settings: Settings,
         catalogue: Catalogue,
         request: RewriteRequest,
-        jobs: int | None,
+        workers: _Workers,
+        kept: dict[str, bytes] | None = None,
     ) -> _Layout:
         launchers = [job for job in work if kinds.analyses_launches(job.kind)]
-        analysed = [
-            a
-            for a in _run(launchers, partial(_analyse_job, catalogue=catalogue), jobs, "scan")
-            if a is not None
-        ]
+        analyse = partial(_analyse_job, catalogue=catalogue)
+        analysed = [a for a in workers.run(launchers, analyse) if a is not None]
         if not any(launches_with_flag(a.analysis) for a in analysed):
             return cls(analysed, None, {})
         files = {f.display: f.path for f in discovery.files}
         python = {f.display: f.path for f in discovery.files if f.kind == "python"}
         builder = ProjectBuilder(
             resolver=ScriptResolver(settings.root, python),
-            read=partial(_read_display, files),
+            read=partial(_read_display, files, kept or {}),
             others=[f.display for f in discovery.files],
             signal=settings.signal or request.signal,
             signal_configured=settings.signal is not None,
@@ -209,14 +213,14 @@ class _Layout:
         self,
         scripts: list[_Job],
         task: Callable[[_Job], RewriteOutcome],
-        jobs: int | None,
+        workers: _Workers,
         progress: Progress = SILENT,
     ) -> list[RewriteOutcome]:
         """Plans the scripts; while some launched script cannot take its recipe whole, decides
         again without it (its launchers' writes stay) and replans the scripts that changed.
         Each round only takes recipes away, so it ends."""
         failed: dict[str, str] = {}
-        planned = _run(self.with_contexts(scripts), task, jobs, "rewrite", progress)
+        planned = workers.run(self.with_contexts(scripts), task, progress)
         while True:
             newly = {o.path: why for o in planned if (why := self._unapplied(o)) is not None}
             newly = {path: why for path, why in newly.items() if path not in failed}
@@ -226,7 +230,7 @@ class _Layout:
             before = self.contexts
             self.decide(failed)
             changed = [j for j in scripts if self.contexts.get(j.display) != before.get(j.display)]
-            redone = {o.path: o for o in _run(self.with_contexts(changed), task, jobs, "rewrite")}
+            redone = {o.path: o for o in workers.run(self.with_contexts(changed), task)}
             planned = [redone.get(o.path, o) for o in planned]
 
     def edges(self) -> tuple[LaunchEdge, ...]:
@@ -291,7 +295,10 @@ class _Layout:
         return [replace(job, context=context) for job, context in zip(jobs, contexts, strict=True)]
 
 
-def _read_display(files: dict[str, Path], display: str) -> bytes | None:
+def _read_display(files: dict[str, Path], kept: dict[str, bytes], display: str) -> bytes | None:
+    """A discovered file's bytes: as the scan read them, else read again."""
+    if display in kept:
+        return kept[display]
     path = files.get(display)
     if path is None:
         return None
@@ -312,9 +319,18 @@ def _analyse_job(job: _Job, catalogue: Catalogue) -> Analysed | None:
     return Analysed(job.display, job.kind, text, analysis)
 
 
-def _flagged_files(
-    discovery: Discovery, catalogue: Catalogue
-) -> tuple[list[_Job], list[FileError]]:
+@dataclass
+class _Read:
+    """What reading the discovered files gave: the files that mention a flag, those that
+    could not be read, and the bytes of all kept for the project's questions about them
+    (which files name a launched script) up to _KEPT_BYTES, so they are not read twice."""
+
+    work: list[_Job]
+    unreadable: list[FileError]
+    kept: dict[str, bytes]
+
+
+def _flagged_files(discovery: Discovery, catalogue: Catalogue) -> _Read:
     """The files that mention a flag (read once), and those that could not be read."""
     prefilter = flag_prefilter(catalogue)
     triggers = kinds.triggers()
@@ -323,13 +339,19 @@ def _flagged_files(
         FileError(folder, None, f"could not read the folder: {reason}")
         for folder, reason in discovery.unlisted
     ]
+    kept: dict[str, bytes] = {}
+    budget = _KEPT_BYTES
     for source in discovery.files:
         read = _read(source)
         if isinstance(read, FileError):
             unreadable.append(read)
-        elif _may_mention(source.kind, read, prefilter, triggers):
+            continue
+        if len(read) <= budget:
+            kept[source.display] = read
+            budget -= len(read)
+        if _may_mention(source.kind, read, prefilter, triggers):
             work.append(_Job(source.display, read, source.kind))
-    return work, unreadable
+    return _Read(work, unreadable, kept)
 
 
 def _read(source: SourceFile) -> bytes | FileError:
@@ -342,28 +364,54 @@ def _read(source: SourceFile) -> bytes | FileError:
         return FileError(source.display, None, f"could not read: {reason}")
 
 
-def _run(
-    work: list[_Job],
-    task: Callable[[_Job], _Result],
-    jobs: int | None,
-    name: str,
-    progress: Progress = SILENT,
-) -> list[_Result]:
-    """`task` ("scan" or "rewrite") of every job: in this process, or in a pool when there is
-    enough to parse. What the kinds need for it is imported once before forking the workers.
-    `progress` hears of each job done."""
-    workers = min(jobs or os.cpu_count() or 1, len(work))
-    if workers <= 1 or sum(len(job.data) for job in work) < _POOL_MIN_BYTES:
-        return [_advanced(task(job), progress) for job in work]
-    context = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
-    if context.get_start_method() == "fork":
-        for kind in sorted({job.kind for job in work}):
-            kinds.preload(kind, name)  # loaded once here, inherited by the workers
-    chunksize = max(1, len(work) // (workers * 4))
-    with ProcessPoolExecutor(
-        max_workers=workers, mp_context=context, initializer=_exit_with, initargs=(os.getpid(),)
-    ) as pool:
+class _Workers:
+    """The worker processes of one run: started when a phase first has enough to parse, and
+    kept for the phases after it (a pool costs 50-90 ms to start). What the run's file kinds
+    need for both tasks is imported before forking, so every worker inherits it."""
+
+    def __init__(self, jobs: int | None, work: Sequence[_Job]) -> None:
+        self.jobs = jobs
+        self.kinds = sorted({job.kind for job in work})
+        self._pool: ProcessPoolExecutor | None = None
+
+    def __enter__(self) -> _Workers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+    def run(
+        self,
+        work: list[_Job],
+        task: Callable[[_Job], _Result],
+        progress: Progress = SILENT,
+    ) -> list[_Result]:
+        """`task` of every job: in this process, or in the pool when there is enough to
+        parse. `progress` hears of each job done."""
+        workers = min(self.jobs or os.cpu_count() or 1, len(work))
+        if workers <= 1 or sum(len(job.data) for job in work) < _POOL_MIN_BYTES:
+            return [_advanced(task(job), progress) for job in work]
+        pool = self._started()
+        chunksize = max(1, len(work) // (workers * 4))
         return [_advanced(r, progress) for r in pool.map(task, work, chunksize=chunksize)]
+
+    def _started(self) -> ProcessPoolExecutor:
+        """The pool (its processes start as work needs them, up to `jobs`)."""
+        if self._pool is None:
+            context = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
+            if context.get_start_method() == "fork":
+                for kind in self.kinds:
+                    for name in ("scan", "rewrite"):
+                        kinds.preload(kind, name)  # loaded once here, inherited
+            self._pool = ProcessPoolExecutor(
+                max_workers=self.jobs or os.cpu_count() or 1,
+                mp_context=context,
+                initializer=_exit_with,
+                initargs=(os.getpid(),),
+            )
+        return self._pool
 
 
 def _advanced(result: _Result, progress: Progress) -> _Result:

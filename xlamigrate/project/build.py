@@ -112,10 +112,15 @@ class ProjectBuilder:
         if cached is not None:
             return cached
         counts: dict[str, dict[str, int]] = {}
+        # Substring tests first (the regex is ten times slower), by the words' endings first:
+        # script names share ".py", so most files are passed over in one or two scans.
+        endings = tuple({word[-3:] for word in key_words})
         for path in self.others:
             data = self.read(path)
-            if data is None or not any(word in data for word in key_words):
-                continue  # (a substring test first: the regex is ten times slower)
+            if data is None or not any(ending in data for ending in endings):
+                continue
+            if not any(word in data for word in key_words):
+                continue
             for match in pattern.finditer(data):
                 if _copied(data, match.start()):
                     continue
