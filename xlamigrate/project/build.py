@@ -39,6 +39,7 @@ class ProjectBuilder:
     signal_configured: bool = False
     target: str | None = None
     _counted: dict[tuple[bytes, ...], dict[str, dict[str, int]]] = field(default_factory=dict)
+    _imported: dict[str, list[str]] = field(default_factory=dict)  # a script -> its modules
 
     def modules_of(self, project: Project) -> dict[str, ScriptRecipe]:
         """The in-tree modules the launched scripts import, each with the recipe its reads of
@@ -46,7 +47,9 @@ class ProjectBuilder:
         scripts whose recipes disagree on being gated gets none)."""
         importers: dict[str, list[ScriptRecipe]] = {}
         for script, recipe in project.scripts.items():
-            for module in imported_modules(script, self.read, self.resolver.files):
+            if script not in self._imported:  # (asked again each time the project is decided)
+                self._imported[script] = imported_modules(script, self.read, self.resolver.files)
+            for module in self._imported[script]:
                 if module not in project.scripts:
                     importers.setdefault(module, []).append(recipe)
         merged = {}
