@@ -100,3 +100,30 @@ def test_a_one_line_suite_left_empty_gets_pass() -> None:
         "t.py", source.encode(), "python", CATALOGUE, CATALOGUE.select(), "full-bf16"
     )
     assert outcome.rewritten == b"import os\nif ready:\n    pass\n"
+
+
+def test_a_plan_only_rewrite_says_what_the_rewrite_says_and_writes_nothing() -> None:
+    """What a scan asks of the scripts its launchers start: the plan and its findings, without
+    libcst writing them."""
+    from xlamigrate.request import RewriteRequest
+
+    source, _ = block_source("function", "    ")
+    source += "model = torch.nn.Linear(2, 2)\noptimizer = torch.optim.SGD(model.parameters())\n"
+    for mode in MODES:
+        whole = rewrite_source(
+            "t.py", source.encode(), "python", CATALOGUE, CATALOGUE.select(), mode
+        )
+        planned = rewrite_source(
+            "t.py",
+            source.encode(),
+            "python",
+            CATALOGUE,
+            CATALOGUE.select(),
+            RewriteRequest(mode, plan_only=True),
+        )
+        assert whole.rewritten is not None and planned.rewritten is None
+        assert (planned.fixed, planned.remaining, planned.unapplied) == (
+            whole.fixed,
+            whole.remaining,
+            whole.unapplied,
+        )

@@ -1,8 +1,9 @@
 """YAML node trees from libyaml's C parser, composed as ruamel.yaml composes them: the same
 kinds, tags (ruamel's YAML 1.2 resolver), styles, values and positions, so everything the YAML
 kind reads and edits is the same whichever parser read the file. Text libyaml cannot stand in
-for (non-ASCII: its marks count bytes; a `%YAML` directive; anything it rejects; nesting past
-the limit) goes to ruamel.yaml, whose error messages the scan keeps."""
+for (a byte order mark or a YAML 1.1 line break: its marks differ; a `%YAML` directive;
+anything it rejects; nesting past the limit) goes to ruamel.yaml, whose error messages the
+scan keeps."""
 
 from __future__ import annotations
 
@@ -70,6 +71,8 @@ def test_libyaml_composes_each_fixture_as_ruamel_does(path: Path) -> None:
         "a: 1\nb: last",  # no final line break
         "--- a\n--- {b: 1}\n...\n",  # several documents
         "k: !reference [a, b]\nv: !!str 1\n",  # explicit tags
+        "é: 1\nk: '😀 ok'\nv: \"日本語\"\nw: |\n  ünï\n  😀\nz: [ä, ö]  # ç\n",  # not ASCII
+        "a: 1\rb: 2\r",  # bare CR line breaks
     ],
 )
 def test_libyaml_composes_each_shape_as_ruamel_does(text: str) -> None:
@@ -80,7 +83,8 @@ def test_libyaml_composes_each_shape_as_ruamel_does(text: str) -> None:
 @pytest.mark.parametrize(
     "text",
     [
-        "naïve: 1\n",  # not ASCII: libyaml's marks count bytes
+        "\ufeffa: 1\n",  # a byte order mark
+        "a: b\u2028c\n",  # a YAML 1.1 line break (LS; NEL and PS too)
         "%YAML 1.1\n---\na: yes\n",  # another YAML version's resolver
         "a: [1, 2\n",  # an error: ruamel.yaml words it
         "--- &a x\n--- *a\n",  # an alias to another document's anchor
@@ -90,7 +94,7 @@ def test_libyaml_composes_each_shape_as_ruamel_does(text: str) -> None:
 def test_what_libyaml_cannot_stand_in_for_goes_to_ruamel(text: str) -> None:
     from ruamel.yaml.nodes import Node
 
-    if text.isascii():
+    if not nodes._LIBYAML_MISREADS.search(text):
         assert nodes._compose_with_libyaml(text) is None
     composed = nodes.compose(text)
     if isinstance(composed, tuple):  # an error, in ruamel.yaml's words
@@ -103,3 +107,13 @@ def test_errors_keep_ruamel_s_words() -> None:
     line, message = nodes.compose("a: [1, 2\n")  # type: ignore[misc]
     assert (line, message) == nodes._compose_with_ruamel("a: [1, 2\n")
     assert "flow sequence" in message
+
+
+def test_a_tab_before_a_value_is_read_as_kubernetes_reads_it() -> None:
+    """YAML allows tabs as separation inside a line; libyaml (and Go's YAML, which Kubernetes
+    and compose use) read `a:\t1`; ruamel.yaml refuses it. The scan reads it."""
+    text = "env:\n  XLA_USE_BF16:\t'1'\n"
+    assert isinstance(nodes._compose_with_ruamel(text), tuple)
+    [document] = nodes.compose(text)  # type: ignore[misc]
+    [(key, value)] = document.value[0][1].value
+    assert (key.value, value.value) == ("XLA_USE_BF16", "1")

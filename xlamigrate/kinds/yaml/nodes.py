@@ -4,6 +4,7 @@ every scalar keeps its position, style and text as written)."""
 from __future__ import annotations
 
 import importlib
+import re
 import warnings
 from collections.abc import Iterator
 from typing import Any, Protocol
@@ -30,15 +31,19 @@ class Node(Protocol):
 def compose(text: str) -> list[Node] | tuple[int | None, str]:
     """The documents' node trees, or (line, message) when the text is not YAML.
 
-    ASCII text goes through libyaml's C parser where PyYAML has it (its marks count bytes:
-    characters only in ASCII), composed here as ruamel.yaml composes (its tags, resolved by its
-    YAML 1.2 resolver, and its styles); anything else, and anything libyaml rejects, through
-    ruamel.yaml, whose words the errors keep."""
-    if text.isascii():
+    The text goes through libyaml's C parser where PyYAML has it, composed here as ruamel.yaml
+    composes (its tags, resolved by its YAML 1.2 resolver, and its styles); text with a byte
+    order mark or a YAML 1.1 line break (NEL, LS, PS: libyaml's marks count lines and
+    characters otherwise there), and anything libyaml rejects, goes through ruamel.yaml, whose
+    words the errors keep."""
+    if not _LIBYAML_MISREADS.search(text):
         fast = _compose_with_libyaml(text)
         if fast is not None:
             return fast
     return _compose_with_ruamel(text)
+
+
+_LIBYAML_MISREADS = re.compile("[\ufeff\x85\u2028\u2029]")
 
 
 def _compose_with_ruamel(text: str) -> list[Node] | tuple[int | None, str]:
