@@ -630,6 +630,24 @@ def test_rewrite_properties_hold_for_the_cases_they_found(mode: str, case: str) 
             assert len(wrapped) == outcome.rewritten.count(b".backward()")
 
 
+@every_mode
+def test_a_recipe_that_cannot_go_in_keeps_every_enabling_write_manual(mode: str) -> None:
+    """Found by fuzzing: with no model to cast, the safe write stayed (manual) but the write
+    through a helper (an unsafe fix, not asked for) still said `unsafe`, as if --unsafe-fixes
+    could remove it. No option can while the recipe cannot go in."""
+    data = (
+        b'import os\nos.environ["XLA_USE_BF16"] = "1"\n'
+        b"def set_env(key, value):\n    os.environ[key] = value\n"
+        b'set_env("XLA_USE_BF16", "1")\n'
+    )
+    for unsafe_fixes in (False, True):
+        outcome = check_rewrite_properties(data, mode, unsafe_fixes)
+        check_recipe_applied_or_reported(outcome, mode)
+        kept = [f for f in outcome.remaining if f.code == "XM101"]
+        assert [f.span.line for f in kept] == [2, 5]
+        assert all(f.fix is not None and f.fix.applicability == "manual" for f in kept)
+
+
 _REWRITE_AUTOCAST = 'torch.autocast(dtype=torch.bfloat16, device_type="xla"'
 
 

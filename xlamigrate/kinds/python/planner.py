@@ -37,7 +37,7 @@ from xlamigrate.kinds.python.conditions import (
     expressible_at,
     expression,
 )
-from xlamigrate.kinds.python.envaccess import EnvAccess
+from xlamigrate.kinds.python.envaccess import EnvAccess, FlagMention
 from xlamigrate.kinds.python.plan import Plan
 from xlamigrate.kinds.python.reads import ReadPlan, float32_spelling, read_outcomes
 from xlamigrate.kinds.python.training import (
@@ -735,8 +735,16 @@ def kept_enabling(
     pairs: Sequence[tuple[_Item, Finding]], planner: Planner
 ) -> list[tuple[_Item, Finding]]:
     """The pairs with each enabling write the planner removed made manual: it stays, and its
-    finding says which part of the recipe could not go in."""
+    finding says which part of the recipe could not go in. So are the enabling writes it left
+    (an unsafe fix not asked for): with the recipe out, no option would remove them."""
+    from xlamigrate.kinds.python.scan import removable_enabling
+
     enabling = {id(e.access) for e in planner.enabling if e.access is not None}
+    enabling |= {
+        id(item)
+        for item, f in pairs
+        if isinstance(item, (EnvAccess, FlagMention)) and removable_enabling(item, f)
+    }
     codes = ", ".join(sorted({f.code for f in planner.problems()}))
     note = (
         f"kept: the recipe could not be applied here (see {codes}); apply it by hand, then"

@@ -112,7 +112,7 @@ def _scan_on_ast(
         if isinstance(a, EnvAccess) and a.kind == "read" and isinstance(a.node, ast.AST)
     }
     planning = (recipe is not None and reads) or (
-        planned and any(_removable_enabling(item, f) for item, f in pairs)
+        planned and any(removable_enabling(item, f) for item, f in pairs)
     )
     if planning:  # the rewrite would write its plan with libcst: can libcst take this file?
         from xlamigrate.kinds.python.training import TrainingScript
@@ -129,7 +129,7 @@ def _scan_on_ast(
         worded = {(f.span, f.code): f for o in outcomes for f in o.findings}
         pairs = [(item, worded.get((f.span, f.code), f)) for item, f in pairs]
     pairs = kept_for_children(pairs, context, analysis.children)
-    if planned and any(_removable_enabling(item, f) for item, f in pairs):
+    if planned and any(removable_enabling(item, f) for item, f in pairs):
         from xlamigrate.kinds.python.rewrite import kept_for_recipe
 
         assert script is not None
@@ -206,7 +206,7 @@ def kept_for_children(
     return kept
 
 
-def _removable_enabling(item: EnvAccess | FlagMention, finding: Finding) -> bool:
+def removable_enabling(item: EnvAccess | FlagMention, finding: Finding) -> bool:
     """A write of the process's own legacy flag that may turn it on, which the rewrite may
     remove (it does so only where the recipe goes in whole)."""
     return (
