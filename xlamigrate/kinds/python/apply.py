@@ -200,7 +200,7 @@ class _Pairs:
             column += their_origin.column - (origin.column - 1)
         if place.end_line == origin.line:
             end_column += their_origin.column - (origin.column - 1)
-        wanted = _KINDS.get(type(node), (cst.CSTNode,))
+        wanted = _KINDS.get(type(node), (cst.BaseExpression,))
         for candidate, where in ranges.items():
             if (
                 isinstance(candidate, wanted)

@@ -2,7 +2,7 @@
 environment: subscripts, get/setdefault/pop/update, getenv/putenv, `in`, `del`, env dicts handed
 to child processes, mock.patch.dict), aliases, sinks, constants, helper calls, mentions, shell
 command strings and child scripts, recorded from the C parser's tree (scopes from astscopes.py,
-positions from the nodes). The resolver (envresolve.py) reads it through its `syntax`."""
+positions from the nodes), then resolved by envresolve.py."""
 
 from __future__ import annotations
 
@@ -77,31 +77,29 @@ class AstFunction:
         )
 
 
-class AstSyntax:
-    """What the resolver asks of ast nodes."""
+def name_of(node: Any) -> str | None:
+    """A bare name's identifier (None for anything else)."""
+    return node.id if isinstance(node, ast.Name) else None
 
-    def string_value(self, node: Any) -> str | None:
-        return string_value(node)
 
-    def static_value(self, node: Any, constants: Mapping[str, str]) -> FlagValue:
-        return static_value(node, constants)
+def is_keyword_argument(node: Any) -> bool:
+    return isinstance(node, ast.keyword)
 
-    def name(self, node: Any) -> str | None:
-        return node.id if isinstance(node, ast.Name) else None
 
-    def is_argument(self, node: Any) -> bool:
-        return isinstance(node, ast.keyword)
+def keyword_of(node: Any) -> tuple[str, Any] | None:
+    """A keyword argument's name and value (None for `**kwargs` or anything else)."""
+    if isinstance(node, ast.keyword) and node.arg is not None:
+        return node.arg, node.value
+    return None
 
-    def keyword(self, node: Any) -> tuple[str, Any] | None:
-        if isinstance(node, ast.keyword) and node.arg is not None:
-            return node.arg, node.value
-        return None
 
-    def arguments(self, call: Any) -> list[tuple[str | None, Any, bool, Any]]:
-        """(keyword, value, starred, node) of each argument, in source order."""
-        found = [(None, a, isinstance(a, ast.Starred), a) for a in call.args]
-        found += [(k.arg, k.value, k.arg is None, k) for k in call.keywords]
-        return sorted(found, key=lambda item: (item[3].lineno, item[3].col_offset))
+def arguments(call: ast.Call) -> list[tuple[str | None, Any, bool, Any]]:
+    """(keyword, value, starred, node) of each argument, in source order."""
+    found: list[tuple[str | None, Any, bool, Any]] = [
+        (None, a, isinstance(a, ast.Starred), a) for a in call.args
+    ]
+    found += [(k.arg, k.value, k.arg is None, k) for k in call.keywords]
+    return sorted(found, key=lambda item: (item[3].lineno, item[3].col_offset))
 
 
 def string_value(node: Any) -> str | None:
@@ -170,7 +168,6 @@ class AstEnvWalker:
         scopes: Scopes | None = None,
     ) -> None:
         self.source = source
-        self.syntax = AstSyntax()
         self.flags = flags
         self.tracked = flags | also
         self.shell_pattern = re.compile(

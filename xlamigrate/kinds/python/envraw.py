@@ -4,11 +4,9 @@ whole file has been seen. Nothing here imports a parser: the nodes are the walk'
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from xlamigrate.flagvalue import FlagValue
 from xlamigrate.kinds.python.envaccess import Form
 from xlamigrate.model import Access, Target
 
@@ -48,20 +46,6 @@ class Function(Protocol):
     def positional(self) -> list[str]: ...
     def keyword_names(self) -> set[str]: ...
     def star_kwargs(self) -> str | None: ...
-
-
-class Syntax(Protocol):
-    """What the resolver asks of a walk's nodes."""
-
-    def string_value(self, node: Any) -> str | None: ...
-    def static_value(self, node: Any, constants: Mapping[str, str]) -> FlagValue: ...
-    def name(self, node: Any) -> str | None: ...  # a bare name's identifier
-    def is_argument(self, node: Any) -> bool: ...  # a keyword argument of a call
-    def keyword(self, node: Any) -> tuple[str, Any] | None: ...  # its name and value
-
-    def arguments(self, call: Any) -> list[tuple[str | None, Any, bool, Any]]:
-        """(keyword, value, starred, node) of each argument of a call, in source order."""
-        ...
 
 
 @dataclass(frozen=True)

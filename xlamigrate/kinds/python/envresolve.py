@@ -1,6 +1,6 @@
 """Resolution of a walk: follows aliases, env-dict sinks, module constants and same-file helpers
-to the flag each raw access names; what names a flag but resolves to nothing is a mention. What
-the resolver asks of the walk's (astwalk.py) nodes goes through its `syntax`."""
+to the flag each raw access names; what names a flag but resolves to nothing is a mention. The
+walk is astwalk.py's."""
 
 from __future__ import annotations
 
@@ -9,6 +9,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from xlamigrate.flagvalue import FlagValue
+from xlamigrate.kinds.python.astwalk import (
+    AstEnvWalker,
+    arguments,
+    is_keyword_argument,
+    keyword_of,
+    name_of,
+    static_value,
+    string_value,
+)
 from xlamigrate.kinds.python.envaccess import EnvAccess, EnvAccessAnalysis, FlagMention, Form
 from xlamigrate.kinds.python.envraw import (
     Environ,
@@ -18,13 +27,12 @@ from xlamigrate.kinds.python.envraw import (
     Named,
     RawAccess,
     Receiver,
-    Syntax,
 )
 from xlamigrate.model import Access, Target
 
 
-def resolve_walk(walk: Any) -> EnvAccessAnalysis:
-    """The accesses and mentions of a finished walk (an EnvWalker or an AstEnvWalker)."""
+def resolve_walk(walk: AstEnvWalker) -> EnvAccessAnalysis:
+    """The accesses and mentions of a finished walk."""
     return _Resolver(walk).resolve()
 
 
@@ -45,9 +53,8 @@ class _Helper:
 
 
 class _Resolver:
-    def __init__(self, walk: Any) -> None:
+    def __init__(self, walk: AstEnvWalker) -> None:
         self.walk = walk
-        self.syntax: Syntax = walk.syntax
         self.accesses: list[EnvAccess] = []
         self.consumed: set[Any] = set()
         self.helpers: dict[tuple[str, bool], _Helper] = {}
@@ -91,10 +98,10 @@ class _Resolver:
         """The variable a key names (and the literal that names it), or the parameter it is."""
         if isinstance(key, str):
             return key, None
-        text = self.syntax.string_value(key)
+        text = string_value(key)
         if text is not None:
             return text, key
-        name = self.syntax.name(key)
+        name = name_of(key)
         if name is not None:
             if function is not None and name in function.keyword_names():
                 return _Param(name)
@@ -106,7 +113,7 @@ class _Resolver:
     def _value(self, expr: Any) -> FlagValue:
         if expr is None:
             return FlagValue.unknown()
-        return self.syntax.static_value(expr, self.constant_values)
+        return static_value(expr, self.constant_values)
 
     def _emit(
         self,
@@ -121,7 +128,7 @@ class _Resolver:
     ) -> None:
         if literal is not None:
             self.consumed.add(literal)
-        if self.syntax.is_argument(node):
+        if is_keyword_argument(node):
             self.consumed.add(node)
         flag_value = self._value(value) if kind == "write" else None
         self.accesses.append(
@@ -177,7 +184,7 @@ class _Resolver:
         if key is None or key[0] not in self.walk.tracked:
             return
         value = helper.value
-        name = self.syntax.name(value) if value is not None else None
+        name = name_of(value) if value is not None else None
         if name is not None and name in helper.function.keyword_names():
             value = bound.get(name)
         variable, literal = key
@@ -191,7 +198,7 @@ class _Resolver:
         if target is None:
             return
         named = forward.function.keyword_names()
-        for keyword, value, _, arg in self.syntax.arguments(call.node):
+        for keyword, value, _, arg in arguments(call.node):
             if keyword is not None and keyword in self.walk.tracked and keyword not in named:
                 self._emit(keyword, None, "write", target, "helper", value, arg,
                            via=forward.function.name)  # fmt: skip
@@ -202,7 +209,7 @@ class _Resolver:
         bound: dict[str, Any] = {}
         positional = function.positional()
         index = 0
-        for keyword, value, starred, _ in self.syntax.arguments(call):
+        for keyword, value, starred, _ in arguments(call):
             if starred:
                 continue
             if keyword is not None:
@@ -220,9 +227,9 @@ class _Resolver:
             if node not in self.consumed:
                 yield FlagMention(variable, "string", None, node)
         for arg in walk.flag_keywords:
-            keyword = self.syntax.keyword(arg)
+            keyword = keyword_of(arg)
             if arg not in self.consumed and keyword is not None:
-                value = self.syntax.static_value(keyword[1], self.constant_values)
+                value = static_value(keyword[1], self.constant_values)
                 yield FlagMention(keyword[0], "keyword", value, arg)
         for node, variable, text in walk.shell_strings:
             value = FlagValue((text.strip("'\""),)) if "\0" not in text else FlagValue.unknown()
