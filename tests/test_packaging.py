@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import zipfile
@@ -64,9 +65,19 @@ def cli(*arguments: str, status: int) -> str:
 
 
 def test_scanning_flagged_files_imports_neither_libcst_nor_torch(tmp_path: Path) -> None:
-    """The scan analyses and plans on Python's own `ast`, the recipe's plan included."""
+    """The scan analyses and plans on Python's own `ast`, the recipe's plan included (a
+    notebook's cells too)."""
     (tmp_path / "train.py").write_text(TRAINING)
     (tmp_path / "reads.py").write_text("import os\nBF16 = os.environ.get('XLA_USE_BF16')\n")
+    (tmp_path / "job.yaml").write_text("env:\n  - name: XLA_USE_BF16\n    value: '1'\n")
+    cell = {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None}
+    notebook = {
+        "cells": [{**cell, "source": ["%env XLA_USE_BF16=1\n", "import torch\n"]}],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    (tmp_path / "train.ipynb").write_text(json.dumps(notebook))
     modules = imported_modules(cli("scan", ".", "-f", "json", status=1), cwd=tmp_path)
     assert "xlamigrate" in modules
     assert "libcst" not in modules

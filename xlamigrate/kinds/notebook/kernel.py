@@ -16,10 +16,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-import libcst as cst
-
 from xlamigrate.kinds.notebook.escapes import LineEscape, escaped_lines, is_automagic
-from xlamigrate.kinds.python.cstedits import TOOL_MARKER
+from xlamigrate.kinds.python.markers import TOOL_MARKER
 from xlamigrate.model import FileError, FileResult, RewriteOutcome
 from xlamigrate.nesting import nesting_error
 
@@ -112,6 +110,8 @@ def syntax_problem(source: str) -> tuple[int | None, str] | None:
 def _libcst_reads(code: str) -> bool:
     """Whether libcst parses `code`; only asked of code Python's own parser went through
     without running out of depth, so libcst's native parser cannot overflow its stack."""
+    import libcst as cst  # (only for code Python's parser refused)
+
     try:
         cst.parse_module(code)
     except (cst.ParserSyntaxError, SyntaxError, ValueError, RecursionError):

@@ -14,6 +14,7 @@ from typing import Any
 import libcst as cst
 
 from xlamigrate.kinds.python.imports import add_imports
+from xlamigrate.kinds.python.markers import TOOL_MARKER
 
 _Block = cst.Module | cst.IndentedBlock
 
@@ -242,11 +243,6 @@ def _merge_leading(carried: list[cst.EmptyLine], own: list[cst.EmptyLine]) -> li
     if any(line.comment is not None for line in carried):
         return carried + own
     return own or carried
-
-
-# The comments the tool writes as markers (a notebook's masked magic lines, its cells): the
-# notebook kind restores or drops them; a rewrite never carries one to another line.
-TOOL_MARKER = "# xlamigrate-"
 
 
 def _own_comment(trailing: cst.TrailingWhitespace) -> cst.Comment | None:
