@@ -21,6 +21,8 @@ _Block = cst.Module | cst.IndentedBlock
 
 @dataclass
 class CstEdits:
+    """A plan's edits (plan.py) on libcst's nodes, as apply.py pairs them."""
+
     # A small statement removed from its line; a line left empty disappears (or becomes `pass`).
     removed: set[cst.BaseSmallStatement] = field(default_factory=set)
     # Statements put in place of a small statement's line (the first removed one on the line).
@@ -39,24 +41,6 @@ class CstEdits:
     collapsed: dict[cst.If, bool] = field(default_factory=dict)
     swapped: dict[cst.CSTNode, cst.CSTNode] = field(default_factory=dict)
     imports: set[tuple[str, str | None]] = field(default_factory=set)
-
-    def is_empty(self) -> bool:
-        return not (
-            self.removed
-            or self.replacements
-            or self.before
-            or self.after
-            or self.wraps
-            or self.removed_elements
-            or self.swapped
-            or self.collapsed
-        )
-
-    def insert_before(self, statement: cst.BaseStatement, code: list[cst.BaseStatement]) -> None:
-        self.before.setdefault(statement, []).extend(code)
-
-    def insert_after(self, statement: cst.BaseStatement, code: list[cst.BaseStatement]) -> None:
-        self.after.setdefault(statement, []).extend(code)
 
 
 def apply_edits(
