@@ -236,7 +236,7 @@ class Planner:
             value = f'os.environ.get("{recipe.signal}") == "1"'
             comment = f"# Set by {by} where it used to set {flags}.\n"
         if re.search(rf"\b{name}\b", self.script.source):
-            self.gate = _code_expression(value)
+            self.gate = Expression(value)
         else:
             self.gate = _name(name)
             self._after_imports(f"\n{comment}{name} = {value}\n")  # apart from the imports
@@ -264,7 +264,7 @@ class Planner:
             elif line is not None:
                 self.plan.insert_before(line, [statement])
         self.plan.imports.add(("os", None))
-        self.gate = _code_expression(f'os.environ.get("{name}") == "1"')
+        self.gate = Expression(f'os.environ.get("{name}") == "1"')
         return self.gate
 
     def _launched_environment(self, script: ScriptRecipe, gate: Expression) -> None:
@@ -820,10 +820,6 @@ def _gate_code(gate: Expression, read: ReadPlan, script: TrainingScript) -> str:
     if not name and not isinstance(script.parent(top), _BARE_PARENTS):
         return f"({code})"
     return code
-
-
-def _code_expression(code: str) -> Expression:
-    return Expression(code)
 
 
 def _name(name: str) -> Expression:

@@ -8,25 +8,29 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Sequence
 
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.kinds.python.astpositions import SourceLines
 from xlamigrate.kinds.python.astscopes import Scopes
-from xlamigrate.kinds.python.envaccess import EnvAccess, FlagMention, analyse_env_accesses
+from xlamigrate.kinds.python.envaccess import EnvAccess, analyse_env_accesses
+from xlamigrate.kinds.python.plan import Plan
 from xlamigrate.kinds.python.planner import (
     RECIPE_PROBLEMS as RECIPE_PROBLEMS,
 )
 from xlamigrate.kinds.python.planner import Planner, kept_enabling
-from xlamigrate.kinds.python.scan import kept_for_children, parse_failure, parsed_python, reported
+from xlamigrate.kinds.python.scan import (
+    Pairs,
+    kept_for_children,
+    parse_failure,
+    parsed_python,
+    reported,
+)
 from xlamigrate.kinds.python.training import TrainingScript
 from xlamigrate.model import FileError, Finding, RewriteOutcome
 from xlamigrate.nesting import too_deep
 from xlamigrate.neuronflags import RECIPE_VARIABLES
 from xlamigrate.recipes import MODES as MODES
 from xlamigrate.request import STANDALONE, FileContext, RewriteRequest
-
-Pairs = list[tuple[EnvAccess | FlagMention, Finding]]
 
 
 def rewrite_python(
@@ -84,7 +88,7 @@ def rewrite_python(
     return RewriteOutcome(path, data, rewritten, fixed, remaining)
 
 
-def _applied(path: str, data: bytes, script: TrainingScript, plan: object) -> bytes | FileError:
+def _applied(path: str, data: bytes, script: TrainingScript, plan: Plan) -> bytes | FileError:
     """The file's bytes with the plan applied by libcst, or why it cannot be."""
     from xlamigrate.kinds.python.apply import UnpairedTree, applied
     from xlamigrate.kinds.python.parse import parse_python
@@ -100,7 +104,7 @@ def _applied(path: str, data: bytes, script: TrainingScript, plan: object) -> by
         )
         return FileError(path, lost, message)
     try:
-        rewritten = applied(script, parsed, plan).bytes  # type: ignore[arg-type]
+        rewritten = applied(script, parsed, plan).bytes
     except UnpairedTree as error:
         return FileError(path, None, f"internal error: {error}; the file is left untouched")
     try:  # a safety net: never write what does not parse
@@ -146,6 +150,3 @@ def _first_line_not_reproduced(data: bytes, reproduced: bytes) -> int | None:
         min(len(data), len(reproduced)),
     )
     return len(re.findall(rb"\r\n|\r|\n", data[:same])) + 1
-
-
-__all__: Sequence[str] = ("MODES", "RECIPE_PROBLEMS", "kept_for_recipe", "rewrite_python")
