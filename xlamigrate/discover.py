@@ -56,26 +56,24 @@ def discover(paths: Sequence[Path], settings: Settings) -> Discovery:
             missing.append(str(given))
             continue
         if given.is_dir():
-            candidates: Iterator[str] = _walk(
+            candidates: Iterator[_Found] = _walk(
                 os.path.abspath(given), settings, excludes, unlisted.append
             )
         elif _excluded(os.path.abspath(given), root, excludes, is_dir=False):
             continue
-        elif classify(given) is None:
+        elif (kind := classify(given)) is None:
             skipped.append(str(given))
             continue
         else:
-            candidates = iter([os.path.realpath(given)])
-        for absolute in candidates:
+            candidates = iter([_Found(os.path.realpath(given), kind, is_link=False)])
+        for found in candidates:
             # A link and its target are one file: rewriting it twice would clash.
-            key = _identity(absolute, real_folders)
+            key = _identity(found, real_folders)
             if key in seen:
                 continue
             seen.add(key)
-            path = Path(absolute)
-            kind = classify(path)
-            if kind is not None:
-                files.append(SourceFile(path, _display(absolute, cwd), kind))
+            display = _display(found.path, cwd)
+            files.append(SourceFile(Path(found.path), display, found.kind))
     files.sort(key=lambda source: source.display)
     folders = sorted(
         (_display(os.path.abspath(error.filename), cwd), error.strerror or str(error))
@@ -84,12 +82,12 @@ def discover(paths: Sequence[Path], settings: Settings) -> Discovery:
     return Discovery(tuple(files), tuple(missing), tuple(skipped), tuple(folders))
 
 
-def _identity(absolute: str, real_folders: dict[str, str]) -> str:
+def _identity(found: _Found, real_folders: dict[str, str]) -> str:
     """The file's real path: a file reached through a link, or through a linked folder (one
     that points to its own parent, say), is the file it points to. Folders are resolved once."""
-    if os.path.islink(absolute):
-        return os.path.realpath(absolute)
-    folder, name = os.path.split(absolute)
+    if found.is_link:
+        return os.path.realpath(found.path)
+    folder, name = os.path.split(found.path)
     if folder not in real_folders:
         real_folders[folder] = os.path.realpath(folder)
     return os.path.join(real_folders[folder], name)
@@ -128,7 +126,9 @@ def display_path(path: Path) -> str:
 
 def _display(absolute: str, cwd: str) -> str:
     """Relative to the cwd when below it (as linters print paths), with / separators."""
-    relative = os.path.relpath(absolute, cwd) if absolute.startswith(cwd + os.sep) else absolute
+    below = cwd + os.sep
+    # (`absolute` is normal: what follows the cwd is the path relative to it)
+    relative = absolute[len(below) :] if absolute.startswith(below) else absolute
     return relative.replace(os.sep, "/")
 
 
@@ -137,36 +137,86 @@ def _walk(
     settings: Settings,
     excludes: pathspec.GitIgnoreSpec,
     unlisted: Callable[[OSError], None],
-) -> Iterator[str]:
-    """Absolute paths of the checkable files below `top`, in a stable order; a folder that
+) -> Iterator[_Found]:
+    """The checkable files below `top`, in a stable order (as os.walk goes: a folder's files,
+    then its folders, each in name order; links to folders are not followed); a folder that
     cannot be listed (no permission) goes to `unlisted` instead of being skipped silently."""
     ignores = _GitIgnores(top) if settings.respect_gitignore else None
     root = str(settings.root)
-    for directory, dirnames, filenames in os.walk(top, onerror=unlisted):
+    pending = [top]
+    while pending:
+        directory = pending.pop()
+        try:
+            with os.scandir(directory) as listing:
+                entries = sorted(listing, key=lambda entry: entry.name)
+        except OSError as error:
+            unlisted(error)
+            continue
         if ignores is not None:
             ignores.enter(directory)
-        kept = []
-        for name in sorted(dirnames):
-            child = os.path.join(directory, name)
-            if name in SKIPPED_DIRECTORIES or os.path.exists(os.path.join(child, "pyvenv.cfg")):
+        folders = []
+        for entry in entries:
+            if _is_dir(entry):
+                folders.append(entry)
+                continue
+            found = _checkable(entry, root, excludes, ignores)
+            if found is not None:
+                yield found
+        below = []
+        for entry in folders:
+            child = entry.path
+            if entry.name in SKIPPED_DIRECTORIES or os.path.exists(
+                os.path.join(child, "pyvenv.cfg")
+            ):
                 continue
             if _excluded(child, root, excludes, is_dir=True):
                 continue
             if ignores is not None and ignores.ignored(child, is_dir=True):
                 continue
-            kept.append(name)
-        dirnames[:] = kept
-        for name in sorted(filenames):
-            child = os.path.join(directory, name)
-            if kind_by_name(name) is None and os.path.splitext(name)[1]:
-                continue  # fast path: most files are skipped by their name alone
-            if classify(Path(child)) is None:
-                continue
-            if _excluded(child, root, excludes, is_dir=False):
-                continue
-            if ignores is not None and ignores.ignored(child, is_dir=False):
-                continue
-            yield child
+            if not entry.is_symlink():
+                below.append(child)
+        pending.extend(reversed(below))
+
+
+@dataclass(frozen=True)
+class _Found:
+    path: str  # absolute
+    kind: str
+    is_link: bool
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
+
+
+def _checkable(
+    entry: os.DirEntry[str],
+    root: str,
+    excludes: pathspec.GitIgnoreSpec,
+    ignores: _GitIgnores | None,
+) -> _Found | None:
+    """A listed file, with its kind, where xlamigrate checks it (not excluded, not ignored)."""
+    name = entry.name
+    kind = kind_by_name(name)
+    if kind is None:
+        if os.path.splitext(name)[1]:
+            return None  # fast path: most files are skipped by their name alone
+        kind = _kind_by_shebang(Path(entry.path))
+        if kind is None:
+            return None
+    child = entry.path
+    if _excluded(child, root, excludes, is_dir=False):
+        return None
+    if ignores is not None and ignores.ignored(child, is_dir=False):
+        return None
+    try:
+        is_link = entry.is_symlink()
+    except OSError:
+        is_link = os.path.islink(child)
+    return _Found(child, kind, is_link)
 
 
 def is_excluded(path: Path, settings: Settings) -> bool:
@@ -183,10 +233,11 @@ def _excluded(absolute: str, root: str, excludes: pathspec.GitIgnoreSpec, is_dir
     return excludes.match_file(relative + "/" if is_dir else relative)
 
 
-def _any_pattern(spec: pathspec.GitIgnoreSpec) -> re.Pattern[str] | None:
+def _any_pattern(spec: pathspec.GitIgnoreSpec) -> _Quick | None:
     """One regular expression that matches wherever one of the spec's patterns does: most paths
     match none, and one search tells so (the spec itself tries its patterns one by one, some
-    hundreds in a large project's .gitignore). None where the patterns cannot be joined."""
+    hundreds in a large project's .gitignore). None where the patterns cannot be joined.
+    Patterns anchored at the start (as gitwildmatch writes them all) are tried there alone."""
     sources = [
         pattern.regex.pattern
         for pattern in spec.patterns
@@ -194,9 +245,13 @@ def _any_pattern(spec: pathspec.GitIgnoreSpec) -> re.Pattern[str] | None:
     ]
     joined = "|".join(f"(?:{_GROUP.sub('(?:', source)})" for source in sources)
     try:
-        return re.compile(joined) if sources else re.compile(r"(?!)")
+        compiled = re.compile(joined) if sources else re.compile(r"(?!)")
     except re.error:
         return None
+    return compiled.match if all(source.startswith("^") for source in sources) else compiled.search
+
+
+_Quick = Callable[[str], "re.Match[str] | None"]
 
 
 _GROUP = re.compile(r"\(\?P<[A-Za-z_][A-Za-z0-9_]*>")
@@ -208,7 +263,7 @@ class _GitIgnores:
 
     def __init__(self, top: str) -> None:
         self.specs: dict[str, pathspec.GitIgnoreSpec] = {}  # absolute directory -> its patterns
-        self.quick: dict[str, re.Pattern[str] | None] = {}  # matches where any of them may
+        self.quick: dict[str, _Quick | None] = {}  # matches where any of them may
         self.loaded: set[str] = set()
         self.chains: dict[str, list[str]] = {}  # a folder -> the folders whose rules apply there
         directory = os.path.abspath(top)
@@ -249,7 +304,7 @@ class _GitIgnores:
             relative = absolute[len(directory) :].lstrip(os.sep).replace(os.sep, "/")
             relative = relative + "/" if is_dir else relative
             quick = self.quick[directory]
-            if quick is None or quick.search(relative) is not None:
+            if quick is None or quick(relative) is not None:
                 result = spec.check_file(relative)
                 if result.include is not None:
                     return bool(result.include)
