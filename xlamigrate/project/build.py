@@ -41,6 +41,8 @@ class ProjectBuilder:
     target: str | None = None
     _counted: dict[tuple[bytes, ...], dict[str, dict[str, int]]] = field(default_factory=dict)
     _imported: dict[str, list[str]] = field(default_factory=dict)  # a script -> its modules
+    # the launchers of the analyses last asked about (asked again for each decision, edges)
+    _launchers: tuple[tuple[Analysed, ...], list[Launcher]] | None = None
 
     def modules_of(self, project: Project) -> dict[str, ScriptRecipe]:
         """The in-tree modules the launched scripts import, each with the recipe its reads of
@@ -60,8 +62,13 @@ class ProjectBuilder:
         return merged
 
     def launchers(self, analysed: Sequence[Analysed]) -> list[Launcher]:
+        key = tuple(analysed)
+        if self._launchers is not None and self._launchers[0] == key:
+            return self._launchers[1]
         found = [launcher_of(a.path, a.kind, a.text, a.analysis) for a in analysed]
-        return [launcher for launcher in found if launcher.writes]
+        launchers = [launcher for launcher in found if launcher.writes]
+        self._launchers = (key, launchers)
+        return launchers
 
     def build(
         self,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import posixpath
+from collections import deque
 from collections.abc import Callable, Collection, Iterator
 
 
@@ -38,7 +39,7 @@ def imported_modules(
 
 
 def _imports(tree: ast.Module, root: str, current: str, python: Collection[str]) -> Iterator[str]:
-    for node in ast.walk(tree):
+    for node in _statements(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield from _candidates(root, alias.name.split("."), python)
@@ -68,3 +69,21 @@ def _candidates(
             yield f"{stem}.py"
         elif (packages or last) and f"{stem}/__init__.py" in python:
             yield f"{stem}/__init__.py"
+
+
+# The fields that hold statements (or the handlers and cases that do), in each node's own order.
+_BODIES = ("body", "handlers", "cases", "orelse", "finalbody")
+
+
+def _statements(tree: ast.Module) -> Iterator[ast.AST]:
+    """The statements (and except handlers, match cases) of the tree, in ast.walk's order,
+    without visiting expressions: an import is a statement."""
+    pending = deque([tree])
+    while pending:
+        node = pending.popleft()
+        for name in node._fields:
+            if name in _BODIES:
+                children = getattr(node, name)
+                if isinstance(children, list):
+                    pending.extend(children)
+        yield node
