@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -140,15 +141,43 @@ _INERT = (ast.expr_context, ast.operator, ast.unaryop, ast.cmpop, ast.boolop)
 
 
 def _child_nodes(node: ast.AST) -> list[ast.AST]:
-    """`ast.iter_child_nodes`, less the inert nodes, as a list."""
+    """`ast.iter_child_nodes`, less the inert nodes (contexts, operators), as a list."""
+    kind = type(node)
+    fields = _NODE_FIELDS.get(kind)
+    if fields is None:
+        fields = _NODE_FIELDS[kind] = _node_fields(kind)
     found: list[ast.AST] = []
-    for name in node._fields:
+    for name in fields:
         value = getattr(node, name, None)
         if isinstance(value, list):
             found.extend(item for item in value if isinstance(item, ast.AST))
         elif isinstance(value, ast.AST) and not isinstance(value, _INERT):
             found.append(value)
     return found
+
+
+# Per node type, the fields that may hold a node with code in it: not a name, a string, a
+# number, a constant, a context or an operator, as the grammar in the node's docstring types
+# them (`Attribute(expr value, identifier attr, expr_context ctx)`: "value" alone).
+_NODE_FIELDS: dict[type, tuple[str, ...]] = {}
+_NO_NODE_TYPES = frozenset(
+    {"identifier", "string", "constant", "int", "expr_context", "operator", "unaryop", "cmpop",
+     "boolop"}
+)  # fmt: skip
+_DECLARATION = re.compile(r"^\w+\((?P<fields>[^()]*)\)$")
+
+
+def _node_fields(kind: type) -> tuple[str, ...]:
+    fields: tuple[str, ...] = getattr(kind, "_fields", ())
+    declared = _DECLARATION.match((kind.__doc__ or "").strip())
+    if declared is None:
+        return fields  # (no grammar to go by: every field is looked at)
+    types: dict[str, str] = {}
+    for part in declared["fields"].split(","):
+        words = part.split()
+        if len(words) == 2:
+            types[words[1]] = words[0].rstrip("?*")
+    return tuple(name for name in fields if types.get(name) not in _NO_NODE_TYPES)
 
 
 def _target_scope(scope: Scope, name: str) -> Scope:

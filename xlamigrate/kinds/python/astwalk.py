@@ -200,27 +200,27 @@ class AstEnvWalker:
         skipped: set[int] = set()  # docstrings' constants
         visitors = self._visitors
         for node, scope, frame in self.scopes.order:
-            if id(node) in skipped:
+            kind = type(node)
+            if kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
+                is_method = isinstance(frame, ast.ClassDef)
+                functions[id(node)] = AstFunction(node, is_method)  # type: ignore[arg-type]
                 continue
-            self.scope = scope
+            if kind is ast.Expr:
+                value = node.value  # type: ignore[attr-defined]
+                # a bare string statement is a docstring or documentation: never a finding
+                if isinstance(value, ast.Constant) and isinstance(value.value, (str, bytes)):
+                    skipped.add(id(value))
+                continue
+            visit = visitors.get(kind)
+            if visit is None or id(node) in skipped:
+                continue
+            self.scope = scope  # (where the node is: what the visitors ask)
             self.frame = frame
             if frame is None or isinstance(frame, ast.ClassDef):
                 self.current = None
             else:
                 self.current = functions[id(frame)]
-            kind = type(node)
-            if kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
-                is_method = isinstance(frame, ast.ClassDef)
-                functions[id(node)] = AstFunction(node, is_method)  # type: ignore[arg-type]
-            elif kind is ast.Expr:
-                value = node.value  # type: ignore[attr-defined]
-                # a bare string statement is a docstring or documentation: never a finding
-                if isinstance(value, ast.Constant) and isinstance(value.value, (str, bytes)):
-                    skipped.add(id(value))
-            else:
-                visit = visitors.get(kind)
-                if visit is not None:
-                    visit(node)
+            visit(node)
 
     @property
     def _visitors(self) -> dict[type, Any]:
