@@ -3,14 +3,19 @@
 
 from __future__ import annotations
 
+import re
+
 from xlamigrate.kinds.embedded import Embedded
 from xlamigrate.kinds.shell.syntax import Node, Parsed
 
 _DOUBLE_ESCAPES = frozenset('$`"\\\n')
+_QUOTING = re.compile(r"['\"\\$`]")
 
 
 def literal(raw: str) -> str | None:
     """A shell word's value after quote removal; None when it expands anything."""
+    if _QUOTING.search(raw) is None and not raw.startswith("~"):
+        return raw  # (most words: nothing quoted, escaped or expanded)
     out: list[str] = []
     i = 0
     while i < len(raw):
