@@ -42,3 +42,13 @@ def fixture_kind(case: Path) -> str | None:
     """A fixture's kind, from its extension as for any file (tests/fixtures/scan/<case>.<ext>,
     tests/fixtures/<mode>/<case>.in.<ext>)."""
     return kind_by_name("case" + case.suffix)
+
+
+# The precision migration's rules alone: the fixtures under tests/fixtures/{scan,<mode>,projects}
+# specify it; the torch-xla API rules (XM5xx) have their own (tests/fixtures/xla-apis).
+PRECISION_IGNORE = ("XM5",)
+
+
+@pytest.fixture(scope="session")
+def precision_rules(catalogue: Catalogue) -> frozenset[str]:
+    return catalogue.select((), PRECISION_IGNORE)

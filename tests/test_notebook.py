@@ -14,7 +14,7 @@ from typing import Any
 import nbformat
 import pytest
 
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, PRECISION_IGNORE
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.engine import rewrite_source, scan_source
 from xlamigrate.kinds.notebook.magics import CellRole, cell_role
@@ -137,16 +137,17 @@ def notebook(*sources: str) -> bytes:
 
 
 def scan(catalogue: Catalogue, *sources: str) -> FileResult:
-    return scan_source("nb.ipynb", notebook(*sources), "notebook", catalogue, all_rules(catalogue))
+    return scan_source("nb.ipynb", notebook(*sources), "notebook", catalogue, precision_rules(catalogue))
 
 
 def rewrite(catalogue: Catalogue, *sources: str, mode: str = "full-bf16") -> RewriteOutcome:
     data = notebook(*sources)
-    return rewrite_source("nb.ipynb", data, "notebook", catalogue, all_rules(catalogue), mode)
+    return rewrite_source("nb.ipynb", data, "notebook", catalogue, precision_rules(catalogue), mode)
 
 
-def all_rules(catalogue: Catalogue) -> frozenset[str]:
-    return frozenset(catalogue.rules)
+def precision_rules(catalogue: Catalogue) -> frozenset[str]:
+    """The precision migration's rules: the notebooks here (and their fixtures) specify it."""
+    return catalogue.select((), PRECISION_IGNORE)
 
 
 def where(result: FileResult | RewriteOutcome) -> list[str]:
@@ -189,7 +190,7 @@ def error_lines(errors: tuple[FileError, ...]) -> list[str]:
 def test_a_cell_that_cannot_be_read_is_an_error_naming_it_and_the_others_are_scanned(
     case: Path, catalogue: Catalogue
 ) -> None:
-    result = scan_source(case.name, case.read_bytes(), "notebook", catalogue, all_rules(catalogue))
+    result = scan_source(case.name, case.read_bytes(), "notebook", catalogue, precision_rules(catalogue))
     stem = case.name.removesuffix(".ipynb")
     assert where(result) == expected_lines(case.with_name(f"{stem}.findings.txt"))
     assert error_lines(result.errors) == expected_lines(case.with_name(f"{stem}.errors.txt"))
@@ -204,7 +205,7 @@ def test_a_cell_that_cannot_be_read_is_kept_byte_for_byte_and_the_others_are_rew
     folder = ERRORS / mode
     source = (folder / f"{stem}.in.ipynb").read_bytes()
     assert source == case.read_bytes()
-    enabled = all_rules(catalogue)
+    enabled = precision_rules(catalogue)
     outcome = rewrite_source(case.name, source, "notebook", catalogue, enabled, mode)
     assert outcome.rewritten is not None
     assert outcome.rewritten == (folder / f"{stem}.out.ipynb").read_bytes()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, PRECISION_IGNORE
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.config import load_settings
 from xlamigrate.engine import rewrite_paths, scan_paths
@@ -35,7 +35,7 @@ def tree(folder: Path) -> dict[str, bytes]:
 
 
 def rewrite_project(folder: Path, mode: str, catalogue: Catalogue) -> RewriteReport:
-    settings = load_settings([folder], catalogue)
+    settings = load_settings([folder], catalogue).with_overrides(ignore=PRECISION_IGNORE)
     report = rewrite_paths([Path(".")], settings, catalogue, RewriteRequest(mode), jobs=1)
     for outcome in report.outcomes:
         if outcome.changed and outcome.rewritten is not None:
@@ -95,7 +95,7 @@ def test_scan_says_what_the_rewrite_does_with_each_launcher_write(
     """A launcher finding is fixable exactly when `rewrite` (default mode) migrates it, and it
     names the script it starts (a notebook whose own cells train starts none)."""
     monkeypatch.chdir(case / "before")
-    settings = load_settings([Path(".")], catalogue)
+    settings = load_settings([Path(".")], catalogue).with_overrides(ignore=PRECISION_IGNORE)
     report = scan_paths([Path(".")], settings, catalogue, jobs=1)
     left = set(expected_remaining(case, "full-bf16"))
     launcher_writes = [

@@ -55,9 +55,11 @@ def test_every_mode_has_the_required_python_cases() -> None:
 
 
 @pytest.mark.parametrize(("mode", "case"), CASES)
-def test_rewrite_fixture(mode: str, case: Path, catalogue: Catalogue) -> None:
+def test_rewrite_fixture(
+    mode: str, case: Path, catalogue: Catalogue, precision_rules: frozenset[str]
+) -> None:
     expected = output_of(case).read_bytes()
-    enabled = frozenset(catalogue.rules)
+    enabled = precision_rules
     outcome = rewrite_source(
         case.name,
         case.read_bytes(),
@@ -79,12 +81,12 @@ def test_rewrite_fixture(mode: str, case: Path, catalogue: Catalogue) -> None:
 
 @pytest.mark.parametrize(("mode", "case"), CASES)
 def test_rewritten_fixture_parses_and_is_a_fixed_point(
-    mode: str, case: Path, catalogue: Catalogue
+    mode: str, case: Path, catalogue: Catalogue, precision_rules: frozenset[str]
 ) -> None:
     output = output_of(case)
     if output.suffix == ".py":
         ast.parse(output.read_bytes())
-    enabled = frozenset(catalogue.rules)
+    enabled = precision_rules
     again = rewrite_source(
         output.name,
         output.read_bytes(),

@@ -31,10 +31,10 @@ def test_every_fixture_has_an_expected_findings_file() -> None:
 
 
 @pytest.mark.parametrize("case", SCAN_FIXTURES, ids=lambda case: case.name)
-def test_scan_fixture(case: Path, catalogue: Catalogue) -> None:
+def test_scan_fixture(case: Path, catalogue: Catalogue, precision_rules: frozenset[str]) -> None:
     kind = fixture_kind(case)
     assert kind is not None
-    result = scan_source(case.name, case.read_bytes(), kind, catalogue, frozenset(catalogue.rules))
+    result = scan_source(case.name, case.read_bytes(), kind, catalogue, precision_rules)
     assert result.errors == ()
     found = [
         f"{'' if f.cell is None else f'{f.cell}:'}{f.span.line}:{f.span.column} {f.code}"

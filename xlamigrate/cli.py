@@ -136,8 +136,16 @@ def scan(
         str | None,
         typer.Option(help="Scan standard input, reported (and classified) as this path."),
     ] = None,
+    torch_xla_version: Annotated[
+        str | None,
+        typer.Option(
+            help="The oldest torch-xla the project runs on (default: [tool.xlamigrate]"
+            " torch-xla-version, else its requirements' pins): newer API fixes are not offered."
+        ),
+    ] = None,
 ) -> None:
-    """Report every place the code touches a legacy Torch-XLA precision flag."""
+    """Report every place the code touches a legacy Torch-XLA precision flag, and every use of
+    a torch-xla API removed or deprecated on the way to torch-xla 2.9."""
     from xlamigrate.discover import discover
     from xlamigrate.engine import scan_paths
 
@@ -147,7 +155,9 @@ def scan(
     if stdin_filename is None:
         _fail_on_missing(targets)
     catalogue = _catalogue()
-    settings = _settings(targets, catalogue, config, select, ignore, exclude, respect_gitignore)
+    settings = _settings(
+        targets, catalogue, config, select, ignore, exclude, respect_gitignore, torch_xla_version
+    )
     if stdin_filename is not None:
         report = _scan_stdin(stdin_filename, paths, settings, catalogue)
     else:
@@ -219,6 +229,7 @@ def _settings(
     ignore: list[str] | None,
     exclude: list[str] | None,
     respect_gitignore: bool,
+    torch_xla_version: str | None = None,
 ) -> Settings:
     try:
         settings = load_settings(targets, catalogue, config)
@@ -226,6 +237,13 @@ def _settings(
         catalogue.select(settings.select, settings.ignore)
     except (ConfigError, UnknownCodeError) as error:
         _fail(str(error))
+    if torch_xla_version is not None:
+        from xlamigrate.apitable import Version
+
+        try:
+            settings = replace(settings, torch_xla_version=Version.parse(torch_xla_version))
+        except ValueError:
+            _fail(f"--torch-xla-version takes a release like 2.1, not {torch_xla_version!r}")
     return settings if respect_gitignore else replace(settings, respect_gitignore=False)
 
 
@@ -328,8 +346,17 @@ def rewrite(
         str | None,
         typer.Option(help="Rewrite standard input (named as this path) to standard output."),
     ] = None,
+    torch_xla_version: Annotated[
+        str | None,
+        typer.Option(
+            help="The oldest torch-xla the project runs on (default: [tool.xlamigrate]"
+            " torch-xla-version, else its requirements' pins): newer API fixes are not written."
+        ),
+    ] = None,
 ) -> None:
-    """Rewrite scripts to an explicit BF16 recipe (full-bf16, fp32-copy or autocast)."""
+    """Rewrite scripts to an explicit BF16 recipe (full-bf16, fp32-copy or autocast), and
+    torch-xla API calls removed or deprecated on the way to torch-xla 2.9 to their successors
+    (`--select XM5` for those alone, `--ignore XM5` for the recipe alone)."""
     from xlamigrate.discover import discover
     from xlamigrate.engine import rewrite_paths
     from xlamigrate.report.rewrite_format import (
@@ -344,7 +371,9 @@ def rewrite(
     if stdin_filename is None:
         _fail_on_missing(targets)
     catalogue = _catalogue()
-    settings = _settings(targets, catalogue, config, select, ignore, exclude, respect_gitignore)
+    settings = _settings(
+        targets, catalogue, config, select, ignore, exclude, respect_gitignore, torch_xla_version
+    )
     chosen = mode.value if mode is not None else (settings.mode or DEFAULT_MODE)
     request = RewriteRequest(
         chosen,

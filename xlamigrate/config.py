@@ -15,6 +15,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
+from xlamigrate.apitable import Version
 from xlamigrate.catalogue import Catalogue, UnknownCodeError
 
 SECTION = "xlamigrate"
@@ -37,6 +38,9 @@ class Settings:
     config_path: Path | None = None
     signal: str | None = None  # the variable launchers set in place of the flag
     target: str | None = None  # "neuron" or "tpu": the platform, where inference must not decide
+    # The oldest torch-xla the project runs on, where its pins must not decide (API fixes
+    # newer than it are reported instead).
+    torch_xla_version: Version | None = None
 
     def with_overrides(
         self,
@@ -78,7 +82,7 @@ def load_settings(
 
 
 def _settings_from_table(path: Path, table: dict[str, Any], catalogue: Catalogue) -> Settings:
-    known = {*_LIST_KEYS, "mode", "respect-gitignore", "signal", "target"}
+    known = {*_LIST_KEYS, "mode", "respect-gitignore", "signal", "target", "torch-xla-version"}
     unknown = sorted(set(table) - known)
     if unknown:
         raise ConfigError(
@@ -109,6 +113,12 @@ def _settings_from_table(path: Path, table: dict[str, Any], catalogue: Catalogue
     target = table.get("target")
     if target is not None and target not in _TARGETS:
         raise ConfigError(f"{path}: [tool.{SECTION}] target must be one of {', '.join(_TARGETS)}")
+    version = table.get("torch-xla-version")
+    try:
+        torch_xla = Version.parse(version) if version is not None else None
+    except (ValueError, TypeError) as error:
+        message = f'{path}: [tool.{SECTION}] torch-xla-version must be a release like "2.1"'
+        raise ConfigError(message) from error
     return Settings(
         root=path.parent.resolve(),
         select=lists["select"],
@@ -119,6 +129,7 @@ def _settings_from_table(path: Path, table: dict[str, Any], catalogue: Catalogue
         config_path=path,
         signal=signal,
         target=target,
+        torch_xla_version=torch_xla,
     )
 
 

@@ -24,9 +24,11 @@ from pathlib import Path
 from typing import TypeVar
 
 from xlamigrate import kinds
+from xlamigrate.apitable import api_table
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.config import Settings
 from xlamigrate.discover import Discovery, SourceFile, discover
+from xlamigrate.flagvalue import RECIPE_FLAGS
 from xlamigrate.kinds.textaccess import TextAnalysis
 from xlamigrate.model import (
     FileError,
@@ -40,6 +42,7 @@ from xlamigrate.progress import SILENT, Progress
 from xlamigrate.project.build import Analysed, ProjectBuilder
 from xlamigrate.project.launchers import launches_with_flag
 from xlamigrate.project.model import Project
+from xlamigrate.project.pins import Pins
 from xlamigrate.project.resolve import ScriptResolver
 from xlamigrate.request import DEFAULT_MODE, STANDALONE, FileContext, RewriteRequest
 
@@ -74,13 +77,34 @@ def flag_prefilter(catalogue: Catalogue) -> re.Pattern[bytes]:
     return re.compile(b"|".join(re.escape(name.encode("ascii")) for name in names))
 
 
+def api_prefilter(enabled: frozenset[str]) -> re.Pattern[bytes] | None:
+    """Matches the bytes of a Python file that may use a torch-xla API of the table (its last
+    name, in a file naming torch_xla), where those rules are enabled."""
+    table = api_table()
+    if not table.rules() & enabled:
+        return None
+    names = sorted(table.last_names, key=len, reverse=True)
+    return re.compile(b"|".join(re.escape(name.encode("ascii")) for name in names))
+
+
 def _may_mention(
-    kind: str, data: bytes, prefilter: re.Pattern[bytes], triggers: dict[str, re.Pattern[bytes]]
+    kind: str,
+    data: bytes,
+    prefilter: re.Pattern[bytes],
+    triggers: dict[str, re.Pattern[bytes]],
+    apis: re.Pattern[bytes] | None = None,
 ) -> bool:
     if prefilter.search(data):
         return True
     trigger = triggers.get(kind)
-    return trigger is not None and trigger.search(data) is not None
+    if trigger is not None and trigger.search(data) is not None:
+        return True
+    return (
+        apis is not None
+        and kind in _SCRIPT_KINDS
+        and b"torch_xla" in data
+        and apis.search(data) is not None
+    )
 
 
 def scan_paths(
@@ -93,12 +117,15 @@ def scan_paths(
 ) -> ScanReport:
     discovery = discovery if discovery is not None else discover(paths, settings)
     enabled = catalogue.select(settings.select, settings.ignore)
-    read = _flagged_files(discovery, catalogue)
+    read = _flagged_files(discovery, catalogue, enabled)
     work, unreadable = read.work, read.unreadable
     # The launchers' findings say what `rewrite` (in the configured mode) would do with them.
     request = RewriteRequest(settings.mode or DEFAULT_MODE, target=settings.target)
     with _Workers(jobs, work) as workers:
-        layout = _Layout.of(work, discovery, settings, catalogue, request, workers, read.kept)
+        layout = _Layout.of(
+            work, discovery, settings, catalogue, request, workers, read.kept, enabled
+        )
+        layout.pins = Pins(settings.root, settings.torch_xla_version)
         if layout.project.scripts:
             planning = replace(request, plan_only=True)
             plan = partial(_rewrite_job, catalogue=catalogue, enabled=enabled, request=planning)
@@ -129,10 +156,13 @@ def rewrite_paths(
     it, and the writes that reach it stay."""
     discovery = discovery if discovery is not None else discover(paths, settings)
     enabled = catalogue.select(settings.select, settings.ignore)
-    read = _flagged_files(discovery, catalogue)
+    read = _flagged_files(discovery, catalogue, enabled)
     work, unreadable = read.work, read.unreadable
     with _Workers(jobs, work) as workers:
-        layout = _Layout.of(work, discovery, settings, catalogue, request, workers, read.kept)
+        layout = _Layout.of(
+            work, discovery, settings, catalogue, request, workers, read.kept, enabled
+        )
+        layout.pins = Pins(settings.root, settings.torch_xla_version)
         task = partial(_rewrite_job, catalogue=catalogue, enabled=enabled, request=request)
         scripts = layout.python_jobs(work, unreadable)
         others = [job for job in work if job.kind not in _SCRIPT_KINDS]
@@ -158,6 +188,7 @@ class _Layout:
     builder: ProjectBuilder | None
     contexts: dict[str, FileContext]
     project: Project = field(default_factory=Project)
+    pins: Pins | None = None  # the oldest torch-xla each Python file runs on
 
     @classmethod
     def of(
@@ -169,12 +200,16 @@ class _Layout:
         request: RewriteRequest,
         workers: _Workers,
         kept: dict[str, bytes] | None = None,
+        enabled: frozenset[str] | None = None,  # None: every rule
     ) -> _Layout:
         launchers = [job for job in work if kinds.analyses_launches(job.kind)]
         analyse = partial(_analyse_job, catalogue=catalogue)
         analysed = [a for a in workers.run(launchers, analyse) if a is not None]
         if not any(launches_with_flag(a.analysis) for a in analysed):
             return cls(analysed, None, {})
+        recipe_rules = {catalogue.flags[flag].write_rule for flag in RECIPE_FLAGS}
+        if enabled is not None and not enabled & recipe_rules:
+            return cls(analysed, None, {})  # the precision migration is not asked for
         files = {f.display: f.path for f in discovery.files}
         python = {f.display: f.path for f in discovery.files if f.kind == "python"}
         builder = ProjectBuilder(
@@ -292,7 +327,17 @@ class _Layout:
         contexts = [self.contexts.get(job.display, STANDALONE_PROJECT) for job in jobs]
         if mode is not None:
             contexts = [replace(context, mode=mode) for context in contexts]
+        if self.pins is not None:
+            contexts = [
+                self._pinned(job, context) for job, context in zip(jobs, contexts, strict=True)
+            ]
         return [replace(job, context=context) for job, context in zip(jobs, contexts, strict=True)]
+
+    def _pinned(self, job: _Job, context: FileContext) -> FileContext:
+        """The context with the torch-xla the file runs on (for a Python file naming it)."""
+        if self.pins is None or job.kind not in _SCRIPT_KINDS or b"torch_xla" not in job.data:
+            return context
+        return replace(context, torch_xla=self.pins.floor(Path(job.display)))
 
 
 def _read_display(files: dict[str, Path], kept: dict[str, bytes], display: str) -> bytes | None:
@@ -330,10 +375,14 @@ class _Read:
     kept: dict[str, bytes]
 
 
-def _flagged_files(discovery: Discovery, catalogue: Catalogue) -> _Read:
-    """The files that mention a flag (read once), and those that could not be read."""
+def _flagged_files(
+    discovery: Discovery, catalogue: Catalogue, enabled: frozenset[str] = frozenset()
+) -> _Read:
+    """The files that mention a flag or a torch-xla API of the table (read once), and those
+    that could not be read."""
     prefilter = flag_prefilter(catalogue)
     triggers = kinds.triggers()
+    apis = api_prefilter(enabled)
     work: list[_Job] = []
     unreadable = [
         FileError(folder, None, f"could not read the folder: {reason}")
@@ -349,7 +398,7 @@ def _flagged_files(discovery: Discovery, catalogue: Catalogue) -> _Read:
         if len(read) <= budget:
             kept[source.display] = read
             budget -= len(read)
-        if _may_mention(source.kind, read, prefilter, triggers):
+        if _may_mention(source.kind, read, prefilter, triggers, apis):
             work.append(_Job(source.display, read, source.kind))
     return _Read(work, unreadable, kept)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from xlamigrate.apitable import Version
 from xlamigrate.kinds.textaccess import TextAccess
 from xlamigrate.project.model import ScriptRecipe, WriteDecision
 from xlamigrate.recipes import DEFAULT_MODE as DEFAULT_MODE
@@ -57,6 +58,9 @@ class FileContext:
     children: tuple[str, ...] = ()
     # The mode a scan words its findings for (a rewrite's request carries its own).
     mode: str = DEFAULT_MODE
+    # The oldest torch-xla the project runs on (its pins, or --torch-xla-version): an API fix
+    # whose replacement is newer is reported instead. None: no pin known, every fix is written.
+    torch_xla: Version | None = None
 
     @property
     def reads_against(self) -> ScriptRecipe | None:

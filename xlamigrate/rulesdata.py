@@ -19,6 +19,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 MODES_FILE = "modes.toml"  # read by xlamigrate.recipes (and the catalogue's `modes`)
 OPTIMIZERS_FILE = "optimizers.toml"  # what the master-weights wrappers know of some optimizers
+APIS_FILE = "xla_apis.toml"  # the torch-xla API migrations (read by xlamigrate.apitable)
 
 
 class CatalogueError(Exception):

@@ -50,6 +50,7 @@ def applied(script: TrainingScript, module: cst.Module, plan: Plan) -> cst.Modul
     edits.collapsed = {pairs.statement(s): keep for s, keep in plan.collapsed.items()}  # type: ignore[misc]
     edits.swapped = {pairs.expression(n): _expression(c) for n, c in plan.swapped.items()}
     edits.imports = set(plan.imports)
+    edits.aliased = set(plan.aliased)
     return apply_edits(module, edits, pairs.focus(plan))
 
 

@@ -41,6 +41,7 @@ class CstEdits:
     collapsed: dict[cst.If, bool] = field(default_factory=dict)
     swapped: dict[cst.CSTNode, cst.CSTNode] = field(default_factory=dict)
     imports: set[tuple[str, str | None]] = field(default_factory=set)
+    aliased: set[tuple[str, str]] = field(default_factory=set)  # `import module as alias`
 
 
 def apply_edits(
@@ -50,7 +51,7 @@ def apply_edits(
     is one); the others are not descended into, so the cost follows the edits, not the file."""
     updated = module.visit(_Applier(plan, focus))
     assert isinstance(updated, cst.Module)
-    return add_imports(updated, plan.imports)
+    return add_imports(updated, plan.imports, plan.aliased)
 
 
 class _Applier(cst.CSTTransformer):

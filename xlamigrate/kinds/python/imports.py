@@ -15,19 +15,26 @@ from collections.abc import Iterable
 import libcst as cst
 
 Needed = tuple[str, str | None]  # (module, name): `import module`, or `from module import name`
+Aliased = tuple[str, str]  # (module, alias): `import module as alias`
 
 
-def add_imports(module: cst.Module, needed: Iterable[Needed]) -> cst.Module:
+def add_imports(
+    module: cst.Module, needed: Iterable[Needed], aliased: Iterable[Aliased] = ()
+) -> cst.Module:
     """The module with each needed import that no top-level statement already makes."""
     missing = {entry for entry in needed if not is_imported(module, *entry)}
-    if not missing:
+    as_aliases = {entry for entry in aliased if not _is_imported_as(module, *entry)}
+    if not missing and not as_aliases:
         return module
     body = list(module.body)
     start = 1 if _skip_first(module) else 0
     end = start
     while end < len(body) and _is_import_line(body[end]):
         end += 1
-    modules = sorted(name for name, obj in missing if obj is None)
+    modules = sorted(
+        [name for name, obj in missing if obj is None]
+        + [f"{name} as {alias}" for name, alias in as_aliases]
+    )
     names: dict[str, set[str]] = {}
     for name, obj in missing:
         if obj is not None:
@@ -71,7 +78,7 @@ def is_imported(module: cst.Module, name: str, obj: str | None) -> bool:
             if obj is None and isinstance(small, cst.Import):
                 for alias in small.names:
                     dotted = _code(alias.name)
-                    if alias.asname is None and dotted.split(".")[0] == name:
+                    if alias.asname is None and (dotted + ".").startswith(name + "."):
                         return True
             elif obj is not None and isinstance(small, cst.ImportFrom) and small.module:
                 if small.relative or _code(small.module) != name:
@@ -80,6 +87,25 @@ def is_imported(module: cst.Module, name: str, obj: str | None) -> bool:
                     return True
                 if any(a.asname is None and _code(a.name) == obj for a in small.names):
                     return True
+    return False
+
+
+def _is_imported_as(module: cst.Module, name: str, alias: str) -> bool:
+    """Whether a top-level `import name as alias` is already there."""
+    for statement in module.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if isinstance(small, cst.Import):
+                for imported in small.names:
+                    asname = imported.asname
+                    if (
+                        asname is not None
+                        and isinstance(asname.name, cst.Name)
+                        and asname.name.value == alias
+                        and _code(imported.name) == name
+                    ):
+                        return True
     return False
 
 

@@ -32,6 +32,7 @@ class Plan:
     # An expression's code (its own parentheses included) replaced by other code.
     swapped: dict[ast.AST, str] = field(default_factory=dict)
     imports: set[tuple[str, str | None]] = field(default_factory=set)
+    aliased: set[tuple[str, str]] = field(default_factory=set)  # `import module as alias`
 
     def is_empty(self) -> bool:
         return not (

@@ -17,15 +17,17 @@ from xlamigrate.kinds.python.plan import Plan
 from xlamigrate.kinds.python.planner import (
     RECIPE_PROBLEMS as RECIPE_PROBLEMS,
 )
-from xlamigrate.kinds.python.planner import Planner, kept_enabling
+from xlamigrate.kinds.python.planner import Planner, after_imports, kept_enabling
 from xlamigrate.kinds.python.scan import (
     Pairs,
+    api_pairs,
     kept_for_children,
     parse_failure,
     parsed_python,
     reported,
 )
-from xlamigrate.kinds.python.training import TrainingScript
+from xlamigrate.kinds.python.training import Line, Statement, TrainingScript
+from xlamigrate.kinds.python.xlaapis import ApiEdits, ApiFinding
 from xlamigrate.model import FileError, Finding, RewriteOutcome
 from xlamigrate.nesting import too_deep
 from xlamigrate.neuronflags import RECIPE_VARIABLES
@@ -60,7 +62,8 @@ def rewrite_python(
 
         found = command_findings(path, source, lines, analysis.commands, catalogue, enabled)
         commands = list(found)
-    if not pairs and context.recipe is None:
+    apis = api_pairs(path, source, scopes, lines, catalogue, enabled, context)
+    if not pairs and context.recipe is None and not apis:
         remaining_commands = tuple(sorted(commands, key=lambda f: f.sort_key))
         return RewriteOutcome(path, data, None, remaining=remaining_commands)
     script = TrainingScript(module, source, scopes)
@@ -76,8 +79,11 @@ def rewrite_python(
         planner = Planner(path, script, catalogue, request, context, analysis.accesses)
         plan = planner.make_plan(pairs)
         planner.remaining.extend(problems)
-    remaining = tuple(sorted([*planner.remaining, *commands], key=lambda f: f.sort_key))
-    fixed = tuple(sorted(planner.fixed, key=lambda f: f.sort_key))
+    api_fixed, api_remaining = _api_fixes(plan, script, apis, request)
+    remaining = tuple(
+        sorted([*planner.remaining, *commands, *api_remaining], key=lambda f: f.sort_key)
+    )
+    fixed = tuple(sorted([*planner.fixed, *api_fixed], key=lambda f: f.sort_key))
     if unapplied is not None:
         return RewriteOutcome(path, data, None, fixed, remaining, unapplied=unapplied)
     if plan.is_empty() or request.plan_only:
@@ -86,6 +92,92 @@ def rewrite_python(
     if isinstance(rewritten, FileError):
         return RewriteOutcome(path, data, None, errors=(rewritten,))
     return RewriteOutcome(path, data, rewritten, fixed, remaining)
+
+
+def _api_fixes(
+    plan: Plan,
+    script: TrainingScript,
+    apis: list[tuple[ApiFinding, Finding]],
+    request: RewriteRequest,
+) -> tuple[list[Finding], list[Finding]]:
+    """The torch-xla API fixes the request allows, added to the plan: (fixed, left)."""
+    fixed: list[Finding] = []
+    left: list[Finding] = []
+    edits = ApiEdits()
+    for found, finding in apis:
+        allowed = found.applicability == "safe" or (
+            found.applicability == "unsafe" and request.unsafe_fixes
+        )
+        if found.edits is None or not allowed:
+            left.append(finding)
+            continue
+        edits.merge(found.edits)
+        fixed.append(finding)
+    if not fixed:
+        return fixed, left
+    for node, code in _nested_swaps_resolved(script, edits.swapped).items():
+        plan.swapped[node] = code
+    for statement, lines in edits.statement_code().items():
+        if lines:
+            plan.replacements[statement] = lines
+        else:
+            plan.removed.add(statement)
+    added = [f"import {module}" for module, name in edits.imports if name is None]
+    added += [f"from {module} import {name}" for module, name in edits.imports if name]
+    added += [f"import {module} as {alias}" for module, alias in edits.aliased]
+    anchor = _first_import_of(script, "torch_xla")
+    if anchor is not None and anchor not in _leading_imports(script):
+        # beside the file's own torch_xla import, after what the file sets up before it (an
+        # environment variable torch_xla reads when imported, say)
+        plan.insert_after(anchor, sorted(added))
+    else:  # with the leading imports, as every import the rewrite adds
+        plan.imports |= edits.imports
+        plan.aliased |= edits.aliased
+    return fixed, left
+
+
+def _leading_imports(script: TrainingScript) -> list[Statement]:
+    """The module's leading docstring and import lines."""
+    last = after_imports(script)
+    if last is None:
+        return []
+    body = script.top.body
+    return body[: body.index(last) + 1]
+
+
+def _nested_swaps_resolved(
+    script: TrainingScript, swapped: dict[ast.AST, str]
+) -> dict[ast.AST, str]:
+    """The swaps with any one inside another folded into it (the outer call's code quotes the
+    inner's original text: `torch_xla.device(xm.get_ordinal())`)."""
+    resolved = dict(swapped)
+    spans = {node: script.offsets(node) for node in swapped}
+    for inner, (start, end) in sorted(spans.items(), key=lambda item: item[1][0] - item[1][1]):
+        for outer, (outer_start, outer_end) in spans.items():
+            if outer is inner or not (outer_start <= start and end <= outer_end):
+                continue
+            if outer not in resolved or inner not in resolved:
+                continue
+            original = script.code(inner)
+            resolved[outer] = resolved[outer].replace(original, resolved.pop(inner), 1)
+            break
+    return resolved
+
+
+def _first_import_of(script: TrainingScript, package: str) -> Line | None:
+    """The first line of the module's own body that imports from `package`."""
+    for statement in script.top.body:
+        if not isinstance(statement, Line):
+            continue
+        for small in statement.body:
+            names = []
+            if isinstance(small, ast.Import):
+                names = [alias.name for alias in small.names]
+            elif isinstance(small, ast.ImportFrom) and not small.level and small.module:
+                names = [small.module]
+            if any(name == package or name.startswith(package + ".") for name in names):
+                return statement
+    return None
 
 
 def _applied(path: str, data: bytes, script: TrainingScript, plan: Plan) -> bytes | FileError:

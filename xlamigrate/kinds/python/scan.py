@@ -35,6 +35,7 @@ from xlamigrate.suppression import is_suppressed, parse_suppressions
 
 if TYPE_CHECKING:
     from xlamigrate.kinds.python.training import TrainingScript
+    from xlamigrate.kinds.python.xlaapis import ApiFinding
 
 Pairs = list[tuple[EnvAccess | FlagMention, Finding]]
 
@@ -140,7 +141,43 @@ def _scan_on_ast(
 
         commands = analysis.commands
         found += command_findings(path, source, lines, commands, catalogue, enabled)
+    found += [
+        finding
+        for _, finding in api_pairs(path, source, scopes, lines, catalogue, enabled, context)
+    ]
     return FileResult(path, findings=tuple(sorted(found, key=lambda f: f.sort_key)))
+
+
+def api_pairs(
+    path: str,
+    source: str,
+    scopes: Scopes,
+    lines: SourceLines,
+    catalogue: Catalogue,
+    enabled: frozenset[str],
+    context: FileContext,
+) -> list[tuple[ApiFinding, Finding]]:
+    """The file's uses of deprecated and removed torch-xla APIs (XM5xx) the user asked for,
+    each with what its fix writes."""
+    from xlamigrate.kinds.python.xlaapis import api_findings
+
+    def code(node: ast.AST) -> str:
+        span = lines.span(node)
+        start = lines.offset(span.line, span.column - 1)
+        text = source[start : lines.offset(span.end_line, span.end_column - 1)]
+        return f"({text})" if isinstance(node, ast.GeneratorExp) else text
+
+    paired = api_findings(
+        path, source, scopes, lines.span, code, catalogue, enabled, context.torch_xla
+    )
+    if not paired:
+        return paired
+    table = parse_suppressions(_comments(source))
+    return [
+        (found, finding)
+        for found, finding in paired
+        if not is_suppressed(finding.code, {finding.span.line, finding.span.end_line}, table)
+    ]
 
 
 def _decoded(data: bytes) -> str:

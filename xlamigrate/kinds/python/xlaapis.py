@@ -1,0 +1,535 @@
+"""The uses of deprecated and removed torch-xla APIs in one Python file (the table:
+rules/xla_apis.toml), and what the fix writes for each.
+
+Uses are found on `ast` by the qualified names the file's scopes give a name or an attribute
+chain, so every import spelling resolves alike: `xm.mark_step` after `import
+torch_xla.core.xla_model as xm`, `xla_model.mark_step` after `from torch_xla.core import
+xla_model`, `mark_step` after `from torch_xla.core.xla_model import mark_step`, the dotted
+path after `import torch_xla`. Calls, references (`f = xm.xrt_world_size`), calls in lambdas
+and default arguments alike; a local name that shadows an import is not a use.
+
+A fix refers to the replacement the way the file already does (a name it binds to the
+replacement's module, `xr` for torch_xla.runtime, say), else through the conventional alias
+(`import torch_xla.runtime as xr`) or the dotted path, and maps the call's arguments as the
+table says. What it cannot write (an argument the replacement does not take, a replacement
+newer than the torch-xla the project pins) is reported, not fixed."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from xlamigrate.apitable import ApiTable, Parameter, Version, XlaApi, api_table
+from xlamigrate.catalogue import Catalogue
+from xlamigrate.kinds.python.astscopes import Scope, Scopes
+from xlamigrate.model import Applicability, Finding, Fix, Span
+
+Needed = tuple[str, str | None]  # (module, name): `import module` / `from module import name`
+Aliased = tuple[str, str]  # (module, alias): `import module as alias`
+
+
+@dataclass(frozen=True)
+class ApiUse:
+    """A name or attribute chain that resolves to a table entry (a module's member: the
+    attribute on the module)."""
+
+    api: XlaApi
+    node: ast.expr
+    scope: Scope
+    call: ast.Call | None = None  # the call it is the function of
+    member: str | None = None  # a module entry's member used through it (`pjrt.world_size`)
+    module_node: ast.expr | None = None  # the module's own chain (`torch_xla.experimental.pjrt`)
+
+
+@dataclass(frozen=True)
+class ApiImport:
+    """An import statement's name that is (or comes from) a table entry."""
+
+    api: XlaApi
+    statement: ast.Import | ast.ImportFrom
+    alias: ast.alias
+    bound: str  # the name the alias binds in the file
+    member: str | None = None  # `from torch_xla.experimental.pjrt import world_size`
+
+
+@dataclass
+class ApiEdits:
+    """What a fix writes: expressions swapped for code, names of import statements removed or
+    imported from elsewhere (`statement_code` puts a statement's together), imports added."""
+
+    swapped: dict[ast.AST, str] = field(default_factory=dict)
+    # (statement, the name it imports, the import that takes its place: None for none)
+    renamed: list[tuple[ast.Import | ast.ImportFrom, ast.alias, str | None]] = field(
+        default_factory=list
+    )
+    imports: set[Needed] = field(default_factory=set)
+    aliased: set[Aliased] = field(default_factory=set)
+
+    def merge(self, other: ApiEdits) -> None:
+        self.swapped.update(other.swapped)
+        self.renamed += other.renamed
+        self.imports |= other.imports
+        self.aliased |= other.aliased
+
+    def statement_code(self) -> dict[ast.Import | ast.ImportFrom, list[str]]:
+        """Each import statement with a name renamed or removed: the statements that take its
+        place (its other names first; none where nothing is left)."""
+        by_statement: dict[int, list[tuple[ast.Import | ast.ImportFrom, ast.alias, str | None]]]
+        by_statement = {}
+        for entry in self.renamed:
+            by_statement.setdefault(id(entry[0]), []).append(entry)
+        code: dict[ast.Import | ast.ImportFrom, list[str]] = {}
+        for entries in by_statement.values():
+            statement = entries[0][0]
+            gone = {id(alias) for _, alias, _ in entries}
+            kept = [a for a in statement.names if id(a) not in gone]
+            lines = [_import_code(statement, kept)] if kept else []
+            lines += [new for _, _, new in entries if new is not None]
+            code[statement] = lines
+        return code
+
+
+@dataclass(frozen=True)
+class ApiFinding:
+    """One use (or import) reported: where, what it says, and its fix (None: manual)."""
+
+    api: XlaApi
+    node: ast.AST
+    subject: str
+    applicability: Applicability
+    edits: ApiEdits | None = None
+
+
+def api_uses(scopes: Scopes, table: ApiTable) -> tuple[list[ApiUse], list[ApiImport]]:
+    """The file's uses of table entries, and its imports of them, in walk order."""
+    imports = [found for node, _, _ in scopes.order for found in _imported(node, table)]
+    names = {api.member for api in table.apis.values()}
+    names |= {found.bound for found in imports if found.member is None}
+    calls: dict[int, ast.Call] = {}
+    consumed: set[int] = set()  # a module's chain whose member was seen (`pjrt` in `pjrt.f`)
+    uses: list[ApiUse] = []
+    for node, scope, _ in scopes.order:
+        if isinstance(node, ast.Call):
+            calls[id(node.func)] = node
+        elif isinstance(node, (ast.Attribute, ast.Name)):
+            if id(node) in consumed or not isinstance(node.ctx, ast.Load):
+                continue
+            use = _use(node, scope, names, table, calls)
+            if use is not None:
+                uses.append(use)
+                if use.module_node is not None:
+                    consumed.add(id(use.module_node))
+    return uses, imports
+
+
+def _use(
+    node: ast.Attribute | ast.Name,
+    scope: Scope,
+    names: set[str],
+    table: ApiTable,
+    calls: dict[int, ast.Call],
+) -> ApiUse | None:
+    if isinstance(node, ast.Attribute) and _last(node.value) in names:
+        for qualified in scope.qualified(node.value):
+            api = table.apis.get(qualified)
+            if api is not None and api.is_module:  # a member of a replaced module
+                return ApiUse(api, node, scope, calls.get(id(node)), node.attr, node.value)
+    if _last(node) not in names:
+        return None
+    for qualified in scope.qualified(node):
+        api = table.apis.get(qualified)
+        if api is not None:
+            module_node = node if api.is_module else None
+            return ApiUse(api, node, scope, calls.get(id(node)), module_node=module_node)
+    return None
+
+
+def _last(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def _imported(node: ast.AST, table: ApiTable) -> Iterator[ApiImport]:
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            api = table.apis.get(alias.name)
+            if api is not None:
+                yield ApiImport(api, node, alias, alias.asname or alias.name.split(".")[0])
+    elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+        for alias in node.names:
+            api = table.apis.get(f"{node.module}.{alias.name}")
+            bound = alias.asname or alias.name
+            if api is not None:
+                yield ApiImport(api, node, alias, bound)
+                continue
+            api = table.apis.get(node.module)
+            if api is not None and api.is_module:
+                yield ApiImport(api, node, alias, bound, member=alias.name)
+
+
+class ApiFixer:
+    """The findings (and fixes) for a file's uses and imports of table entries."""
+
+    def __init__(
+        self,
+        scopes: Scopes,
+        table: ApiTable,
+        code: Callable[[ast.AST], str],
+        fixes: dict[str, Applicability],
+        floor: Version | None = None,
+    ) -> None:
+        self.fixes = fixes  # each rule's applicability for a fix it writes (XM504: unsafe)
+        self.scopes = scopes
+        self.table = table
+        self.code = code  # an expression's source text
+        self.floor = floor  # the oldest torch-xla the project runs on (None: no pin known)
+
+    def findings(self, uses: list[ApiUse], imports: list[ApiImport]) -> list[ApiFinding]:
+        found: list[ApiFinding] = []
+        fixed_bindings: dict[str, bool] = {}  # a from-imported name -> every use of it fixed
+        for use in uses:
+            finding = self._module_use(use) if use.api.is_module else self._use(use)
+            if finding is None:
+                continue
+            found.append(finding)
+            if isinstance(use.node, ast.Name):
+                fixed = finding.edits is not None
+                fixed_bindings[use.node.id] = fixed_bindings.get(use.node.id, True) and fixed
+        found += self._imports(imports, uses, fixed_bindings)
+        return found
+
+    # -- a function's use ----------------------------------------------------------------------
+
+    def _use(self, use: ApiUse) -> ApiFinding | None:
+        api = use.api
+        call = use.call
+        if api.with_arguments_only and (call is None or not (call.args or call.keywords)):
+            return None
+        spelled = self.code(use.node)
+        if call is not None:
+            spelled += "(...)" if call.args or call.keywords else "()"
+        if api.replacement is None:
+            return ApiFinding(api, use.node, f"{spelled}: {api.status}; {api.note}", "manual")
+        head = f"{spelled}: {api.status}; use {_called(api.replacement, call)}{_since(api)}"
+        problem = self._too_new(api.since)
+        if problem is not None:
+            return ApiFinding(api, use.node, f"{head}; not fixed: {problem}", "manual")
+        edits = ApiEdits()
+        target = self._written(api.replacement, use.scope, edits)
+        if call is None:
+            applicability: Applicability = "safe" if _as_is(api) else "unsafe"
+            if api.prefix or api.defaults:
+                return ApiFinding(
+                    api,
+                    use.node,
+                    f"{head}; not fixed: a reference, whose calls need other arguments",
+                    "manual",
+                )
+            edits.swapped[use.node] = target
+            why = "" if applicability == "safe" else " (the fix assumes its calls pass none of"
+            why += "" if applicability == "safe" else f" {_names(api.parameters)})"
+            return ApiFinding(api, use.node, f"{head}{why}", applicability, edits)
+        arguments = self._arguments(api, call, use.scope, edits)
+        if isinstance(arguments, str):
+            return ApiFinding(api, use.node, f"{head}; not fixed: {arguments}", "manual")
+        edits.swapped[call] = f"{target}({', '.join(arguments)})"
+        return ApiFinding(api, use.node, head, self.fixes.get(api.rule, "safe"), edits)
+
+    def _arguments(
+        self, api: XlaApi, call: ast.Call, scope: Scope, edits: ApiEdits
+    ) -> list[str] | str:
+        """The replacement call's arguments, or why they cannot be written."""
+        if any(isinstance(a, ast.Starred) for a in call.args) or any(
+            k.arg is None for k in call.keywords
+        ):
+            return "the call passes *args or **kwargs"
+        if api.call == "same":
+            return [self.code(a) for a in call.args] + [
+                f"{k.arg}={self.code(k.value)}" for k in call.keywords
+            ]
+        written = list(api.prefix)
+        positional = not api.keywords
+        passed: set[str] = set()
+        for index, argument in enumerate(call.args):
+            if index >= len(api.parameters):
+                return f"it passes {len(call.args)} positional arguments"
+            parameter = api.parameters[index]
+            problem = self._mapped(parameter, argument, scope)
+            if problem is not None:
+                return problem
+            passed.add(parameter.name)
+            if parameter.to == "-":
+                positional = False  # the arguments after it move: by keyword from here
+                continue
+            code = self.code(argument)
+            written.append(code if positional else f"{parameter.to}={code}")
+        by_name = {p.name: p for p in api.parameters}
+        for keyword in call.keywords:
+            assert keyword.arg is not None
+            found = by_name.get(keyword.arg)
+            if found is None:
+                return f"it passes `{keyword.arg}`, which {api.member} does not take"
+            problem = self._mapped(found, keyword.value, scope)
+            if problem is not None:
+                return problem
+            passed.add(found.name)
+            if found.to != "-":
+                written.append(f"{found.to}={self.code(keyword.value)}")
+        for name, qualified in api.defaults:
+            if name not in passed:
+                written.append(f"{name}={self._written(qualified, scope, edits)}")
+        return written
+
+    def _mapped(self, parameter: Parameter, argument: ast.expr, scope: Scope) -> str | None:
+        """Why an argument for `parameter` cannot be written (None: it can)."""
+        if parameter.to is None:
+            return f"it passes `{parameter.name}`, which its replacement has no counterpart for"
+        if parameter.only is not None and parameter.only not in _qualified(scope, argument):
+            return f"its `{parameter.name}` is not {parameter.only}"
+        if parameter.to != "-":
+            problem = self._too_new(parameter.since)
+            if problem is not None:
+                return f"`{parameter.to}` needs torch-xla {parameter.since}; {problem}"
+        return None
+
+    def _too_new(self, since: Version | None) -> str | None:
+        if since is None or self.floor is None or since <= self.floor:
+            return None
+        return f"the project runs on torch-xla {self.floor}"
+
+    # -- a replaced module's use ---------------------------------------------------------------
+
+    def _module_use(self, use: ApiUse) -> ApiFinding | None:
+        """A member of a replaced module, through a name an import binds to the module (fixed
+        with the import, so not reported unless the runtime lacks it) or its dotted path."""
+        api = use.api
+        assert api.replacement is not None
+        if use.member is None or use.member not in api.members:
+            what = f"`{use.member}`" if use.member is not None else "the module itself"
+            subject = (
+                f"{self.code(use.node)}: {api.status}, and {api.replacement} has no {what}; "
+                "not fixed: find its successor by hand"
+            )
+            return ApiFinding(api, use.node, subject, "manual")
+        module_node = use.module_node
+        assert module_node is not None
+        if isinstance(module_node, ast.Name):
+            return None  # an import binds the name: its finding (and fix) is the import's
+        problem = self._too_new(api.since)
+        head = f"{self.code(module_node)}: {api.status}; use {api.replacement}{_since(api)}"
+        if problem is not None:
+            return ApiFinding(api, module_node, f"{head}; not fixed: {problem}", "manual")
+        edits = ApiEdits()
+        edits.swapped[module_node] = self._written(api.replacement, use.scope, edits)
+        return ApiFinding(api, module_node, head, "safe", edits)
+
+    # -- imports -------------------------------------------------------------------------------
+
+    def _imports(
+        self, imports: list[ApiImport], uses: list[ApiUse], fixed: dict[str, bool]
+    ) -> list[ApiFinding]:
+        """An import of a removed name fails at import time: it is reported and, once every use
+        of the name it binds is fixed, removed (a module: imported from its successor)."""
+        found = [self._import(entry, uses, fixed) for entry in imports]
+        return [finding for finding in found if finding is not None]
+
+    def _import(
+        self, entry: ApiImport, uses: list[ApiUse], fixed: dict[str, bool]
+    ) -> ApiFinding | None:
+        api = entry.api
+        statement = entry.statement
+        spelled = _import_code(statement, [entry.alias])
+        if api.is_module:
+            return self._module_import(entry, uses, spelled)
+        if api.removed is None and not fixed.get(entry.bound, False):
+            return None  # still importable; its uses have their own findings
+        head = f"{spelled}: {api.status}"
+        if api.removed is not None and not fixed.get(entry.bound, bool(api.replacement)):
+            reason = "not fixed: its uses are not all fixed" if entry.bound in fixed else ""
+            if api.replacement is None:
+                reason = api.note
+            return ApiFinding(api, entry.alias, f"{head}; {reason or 'remove it'}", "manual")
+        if entry.bound in _exported(self.scopes):
+            subject = f"{head}; not fixed: the module exports the name (`__all__`)"
+            return ApiFinding(api, entry.alias, subject, "manual")
+        edits = ApiEdits(renamed=[(statement, entry.alias, None)])
+        subject = f"{head}; the import goes, its uses call {api.replacement}{_since(api)}"
+        return ApiFinding(api, entry.alias, subject, "safe", edits)
+
+    def _module_import(self, entry: ApiImport, uses: list[ApiUse], spelled: str) -> ApiFinding:
+        api = entry.api
+        assert api.replacement is not None
+        head = f"{spelled}: {api.status}; use {api.replacement}{_since(api)}"
+        problem = self._too_new(api.since)
+        if problem is not None:
+            return ApiFinding(api, entry.alias, f"{head}; not fixed: {problem}", "manual")
+        statement = entry.statement
+        if entry.member is not None:  # from torch_xla.experimental.pjrt import world_size
+            if entry.member not in api.members:
+                subject = f"{head}, which has no `{entry.member}`; not fixed: find its successor"
+                return ApiFinding(api, entry.alias, subject, "manual")
+            assert isinstance(statement, ast.ImportFrom)
+            replaced = ast.ImportFrom(api.replacement, [entry.alias], 0)
+            code = _import_code(replaced, [entry.alias])
+        else:
+            missing = sorted(
+                {
+                    u.member or "the module itself"
+                    for u in uses
+                    if u.api is api
+                    and (u.member is None or u.member not in api.members)
+                    and _binds(u, entry)
+                }
+            )
+            if missing:
+                subject = f"{head}, which has no {', '.join(missing)}; not fixed"
+                return ApiFinding(api, entry.alias, subject, "manual")
+            code = _module_import_code(api.replacement, entry)
+        edits = ApiEdits(renamed=[(statement, entry.alias, code)])
+        return ApiFinding(api, entry.alias, head, "safe", edits)
+
+    # -- writing a qualified name ----------------------------------------------------------------
+
+    def _written(self, qualified: str, scope: Scope, edits: ApiEdits) -> str:
+        """The code for a qualified name at `scope` (`xr.world_size`, `torch_xla.device`), and
+        the import it needs in `edits`."""
+        module, _, name = qualified.rpartition(".")
+        bound = self._binding_of(module, scope)
+        if bound is not None:
+            return f"{bound}.{name}"
+        top = module.split(".")[0]
+        alias = self.table.aliases.get(module)
+        if alias is not None and not self._bound_anywhere(alias):
+            edits.aliased.add((module, alias))
+            return f"{alias}.{name}"
+        if scope.lookup(top) not in ({top}, set()):
+            # the top name means something else here: import the module under its own alias
+            alias = f"_{module.replace('.', '_')}"
+            edits.aliased.add((module, alias))
+            return f"{alias}.{name}"
+        edits.imports.add((module, None))
+        return qualified
+
+    def _binding_of(self, module: str, scope: Scope) -> str | None:
+        """A name the file's module scope binds to `module` and `scope` sees as such; for a
+        top-level package, its own name once it is bound (`import torch_xla.core.xla_model`
+        binds `torch_xla`)."""
+        candidates = sorted(
+            name for name, qualified in self.scopes.module.bindings.items() if qualified == {module}
+        )
+        preferred = self.table.aliases.get(module)
+        if preferred in candidates:
+            candidates.remove(preferred)
+            candidates.insert(0, preferred)
+        return next((name for name in candidates if scope.lookup(name) == {module}), None)
+
+    def _bound_anywhere(self, name: str) -> bool:
+        scopes = [self.scopes.module, *self.scopes.opened.values()]
+        return any(name in scope.bindings for scope in scopes)
+
+
+def _called(name: str, call: ast.Call | None) -> str:
+    return f"{name}()" if call is not None else name
+
+
+def _since(api: XlaApi) -> str:
+    return f" (torch-xla {api.since}+)" if api.since is not None else ""
+
+
+def _names(parameters: tuple[Parameter, ...]) -> str:
+    return ", ".join(f"`{p.name}`" for p in parameters if p.to != p.name)
+
+
+def _as_is(api: XlaApi) -> bool:
+    """Whether a reference to the function can name the replacement unchanged: every
+    parameter keeps its name, with nothing to check."""
+    return all(p.to == p.name and p.since is None and p.only is None for p in api.parameters)
+
+
+def _qualified(scope: Scope, node: ast.expr) -> set[str]:
+    return scope.qualified(node) if isinstance(node, (ast.Name, ast.Attribute)) else set()
+
+
+def _binds(use: ApiUse, entry: ApiImport) -> bool:
+    """Whether the use reaches the module through the name this import binds."""
+    root = use.module_node
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    return isinstance(root, ast.Name) and root.id == entry.bound
+
+
+def _module_import_code(replacement: str, entry: ApiImport) -> str:
+    """The import of the module's successor binding the same name the old import did."""
+    alias = entry.alias
+    if isinstance(entry.statement, ast.ImportFrom) or alias.asname:
+        package, _, leaf = replacement.rpartition(".")
+        if isinstance(entry.statement, ast.ImportFrom):
+            name = f" as {entry.bound}" if entry.bound != leaf else ""
+            return f"from {package} import {leaf}{name}"
+        return f"import {replacement} as {entry.bound}"
+    return f"import {replacement}"
+
+
+def _import_code(statement: ast.Import | ast.ImportFrom, names: list[ast.alias]) -> str:
+    spelled = ", ".join(a.name + (f" as {a.asname}" if a.asname else "") for a in names)
+    if isinstance(statement, ast.ImportFrom):
+        return f"from {'.' * statement.level}{statement.module or ''} import {spelled}"
+    return f"import {spelled}"
+
+
+def _exported(scopes: Scopes) -> set[str]:
+    """The names a module-level `__all__` lists (what another module may import from it)."""
+    found: set[str] = set()
+    for node, scope, _ in scopes.order:
+        if scope is not scopes.module or not isinstance(node, (ast.Assign, ast.AugAssign)):
+            continue
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+            value = node.value
+            if isinstance(value, (ast.List, ast.Tuple)):
+                found |= {
+                    e.value
+                    for e in value.elts
+                    if isinstance(e, ast.Constant) and isinstance(e.value, str)
+                }
+    return found
+
+
+def api_findings(
+    path: str,
+    source: str,
+    scopes: Scopes,
+    span: Callable[[ast.AST], Span],
+    code: Callable[[ast.AST], str],
+    catalogue: Catalogue,
+    enabled: frozenset[str],
+    floor: Version | None,
+) -> list[tuple[ApiFinding, Finding]]:
+    """The file's uses of deprecated and removed torch-xla APIs, as findings of the enabled
+    rules (and what each fix writes)."""
+    table = api_table()
+    rules = table.rules() & enabled
+    if not rules or not any(name in source for name in table.last_names):
+        return []
+    uses, imports = api_uses(scopes, table)
+    fixes = {code_: catalogue.rule(code_).fix or "manual" for code_ in rules}
+    fixer = ApiFixer(scopes, table, code, fixes, floor)
+    paired = []
+    for found in fixer.findings(uses, imports):
+        if found.api.rule not in rules:
+            continue
+        rule = catalogue.rule(found.api.rule)
+        finding = Finding(
+            code=rule.code,
+            path=path,
+            span=span(found.node),
+            severity=rule.severity,
+            message=rule.message.format(subject=found.subject),
+            fix=Fix(found.applicability),
+        )
+        paired.append((found, finding))
+    return paired
