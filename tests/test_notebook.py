@@ -137,7 +137,9 @@ def notebook(*sources: str) -> bytes:
 
 
 def scan(catalogue: Catalogue, *sources: str) -> FileResult:
-    return scan_source("nb.ipynb", notebook(*sources), "notebook", catalogue, precision_rules(catalogue))
+    return scan_source(
+        "nb.ipynb", notebook(*sources), "notebook", catalogue, precision_rules(catalogue)
+    )
 
 
 def rewrite(catalogue: Catalogue, *sources: str, mode: str = "full-bf16") -> RewriteOutcome:
@@ -190,7 +192,9 @@ def error_lines(errors: tuple[FileError, ...]) -> list[str]:
 def test_a_cell_that_cannot_be_read_is_an_error_naming_it_and_the_others_are_scanned(
     case: Path, catalogue: Catalogue
 ) -> None:
-    result = scan_source(case.name, case.read_bytes(), "notebook", catalogue, precision_rules(catalogue))
+    result = scan_source(
+        case.name, case.read_bytes(), "notebook", catalogue, precision_rules(catalogue)
+    )
     stem = case.name.removesuffix(".ipynb")
     assert where(result) == expected_lines(case.with_name(f"{stem}.findings.txt"))
     assert error_lines(result.errors) == expected_lines(case.with_name(f"{stem}.errors.txt"))

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 
 from xlamigrate import kinds
+from xlamigrate.apitable import api_table
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.findings import with_note
 from xlamigrate.kinds.notebook.document import Notebook, code_sources, dump, load, set_source
@@ -174,7 +175,7 @@ def _kernel(
 ) -> Kernel[R]:
     """The kernel's cells through `run`; the cells it could not read are errors."""
     sources = [(cell.index, cell.source) for cell in cells if cell.role.role == "python"]
-    kernel = run_kernel(path, sources, catalogue.flags, run)
+    kernel = run_kernel(path, sources, _python_words(catalogue), run)
     collected.errors.extend(kernel.broken)
     return kernel
 
@@ -191,8 +192,14 @@ def _python_text(cell: _Cell) -> bool:
 
 
 def _names_a_flag(cell: _Cell, catalogue: Catalogue) -> bool:
+    """Whether the cell's Python may have a finding: a flag's name, or a torch-xla API's."""
     body = cell.source[cell.role.body :]
-    return any(flag in body for flag in catalogue.flags)
+    return any(word in body for word in _python_words(catalogue))
+
+
+def _python_words(catalogue: Catalogue) -> tuple[str, ...]:
+    """What Python code with a finding names: a flag, or a torch-xla API of the table."""
+    return (*catalogue.flags, *sorted(api_table().last_names))
 
 
 def _kernel_rewrite(path: str, kernel: Kernel[RewriteOutcome], collected: _Collected) -> None:

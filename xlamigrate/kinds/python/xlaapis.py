@@ -85,7 +85,7 @@ class ApiEdits:
             gone = {id(alias) for _, alias, _ in entries}
             kept = [a for a in statement.names if id(a) not in gone]
             lines = [_import_code(statement, kept)] if kept else []
-            lines += [new for _, _, new in entries if new is not None]
+            lines += _joined([new for _, _, new in entries if new is not None])
             code[statement] = lines
         return code
 
@@ -219,9 +219,9 @@ class ApiFixer:
         if problem is not None:
             return ApiFinding(api, use.node, f"{head}; not fixed: {problem}", "manual")
         edits = ApiEdits()
-        target = self._written(api.replacement, use.scope, edits)
+        target = self._written(api.replacement, use.scope, edits, dotted=_dotted(use.node))
         if call is None:
-            applicability: Applicability = "safe" if _as_is(api) else "unsafe"
+            applicability: Applicability = "safe" if self._as_is(api) else "unsafe"
             if api.prefix or api.defaults:
                 return ApiFinding(
                     api,
@@ -230,8 +230,7 @@ class ApiFixer:
                     "manual",
                 )
             edits.swapped[use.node] = target
-            why = "" if applicability == "safe" else " (the fix assumes its calls pass none of"
-            why += "" if applicability == "safe" else f" {_names(api.parameters)})"
+            why = "" if applicability == "safe" else f" (the fix assumes {_assumed(api)})"
             return ApiFinding(api, use.node, f"{head}{why}", applicability, edits)
         arguments = self._arguments(api, call, use.scope, edits)
         if isinstance(arguments, str):
@@ -295,6 +294,14 @@ class ApiFixer:
             if problem is not None:
                 return f"`{parameter.to}` needs torch-xla {parameter.since}; {problem}"
         return None
+
+    def _as_is(self, api: XlaApi) -> bool:
+        """Whether a reference to the function can name the replacement unchanged: every
+        parameter keeps its name and the project's torch-xla takes it."""
+        return all(
+            p.to == p.name and p.only is None and self._too_new(p.since) is None
+            for p in api.parameters
+        )
 
     def _too_new(self, since: Version | None) -> str | None:
         if since is None or self.floor is None or since <= self.floor:
@@ -394,14 +401,18 @@ class ApiFixer:
 
     # -- writing a qualified name ----------------------------------------------------------------
 
-    def _written(self, qualified: str, scope: Scope, edits: ApiEdits) -> str:
+    def _written(self, qualified: str, scope: Scope, edits: ApiEdits, dotted: bool = False) -> str:
         """The code for a qualified name at `scope` (`xr.world_size`, `torch_xla.device`), and
-        the import it needs in `edits`."""
+        the import it needs in `edits`. `dotted`: the use spells torch-xla's full path, so the
+        replacement does too where the package's name is there to start it from."""
         module, _, name = qualified.rpartition(".")
         bound = self._binding_of(module, scope)
         if bound is not None:
             return f"{bound}.{name}"
         top = module.split(".")[0]
+        if dotted and scope.lookup(top) == {top}:
+            edits.imports.add((module, None))
+            return qualified
         alias = self.table.aliases.get(module)
         if alias is not None and not self._bound_anywhere(alias):
             edits.aliased.add((module, alias))
@@ -432,6 +443,22 @@ class ApiFixer:
         return any(name in scope.bindings for scope in scopes)
 
 
+def _joined(imports: list[str]) -> list[str]:
+    """The import lines with the names of `from M import ...` lines of one module together."""
+    joined: list[str] = []
+    names: dict[str, list[str]] = {}
+    for line in imports:
+        source, separator, name = line.partition(" import ")
+        if line.startswith("from ") and separator:
+            if source not in names:
+                names[source] = []
+                joined.append(source)
+            names[source].append(name)
+        else:
+            joined.append(line)
+    return [f"{line} import {', '.join(names[line])}" if line in names else line for line in joined]
+
+
 def _called(name: str, call: ast.Call | None) -> str:
     return f"{name}()" if call is not None else name
 
@@ -440,14 +467,20 @@ def _since(api: XlaApi) -> str:
     return f" (torch-xla {api.since}+)" if api.since is not None else ""
 
 
-def _names(parameters: tuple[Parameter, ...]) -> str:
-    return ", ".join(f"`{p.name}`" for p in parameters if p.to != p.name)
+def _assumed(api: XlaApi) -> str:
+    """What a reference's fix takes its calls to do (`its calls pass no defval`)."""
+    gone = [f"`{p.name}`" for p in api.parameters if p.to in ("-", None)]
+    moved = [f"`{p.name}`" for p in api.parameters if p.to not in ("-", None, p.name)]
+    said = [f"no {' or '.join(gone)}"] if gone else []
+    said += [f"{' and '.join(moved)} only by position"] if moved else []
+    return "its calls pass " + ", and ".join(said or ["the arguments its successor takes"])
 
 
-def _as_is(api: XlaApi) -> bool:
-    """Whether a reference to the function can name the replacement unchanged: every
-    parameter keeps its name, with nothing to check."""
-    return all(p.to == p.name and p.since is None and p.only is None for p in api.parameters)
+def _dotted(node: ast.expr) -> bool:
+    """Whether the expression spells a path from a package's own name (`torch_xla.a.b`)."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name) and node.id == "torch_xla"
 
 
 def _qualified(scope: Scope, node: ast.expr) -> set[str]:

@@ -1,0 +1,266 @@
+"""The torch-xla API migrations (XM501-XM504, rules/xla_apis.toml): the before/after fixtures
+of tests/fixtures/xla-apis (every table entry, every import spelling, calls in lambdas and
+default arguments, references), the project's torch-xla pins, and choosing what to migrate."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FIXTURES
+from tests.test_cli import run_cli, write_files
+from xlamigrate.apitable import Version, api_table
+from xlamigrate.catalogue import Catalogue
+from xlamigrate.engine import rewrite_source, scan_source
+from xlamigrate.kinds.python.astscopes import Scopes
+from xlamigrate.kinds.python.xlaapis import api_uses
+from xlamigrate.project.pins import Pins, _pinned
+from xlamigrate.request import FileContext, RewriteRequest
+
+CASES_DIR = FIXTURES / "xla-apis"
+CASES = sorted(CASES_DIR.glob("*.in.py"), key=lambda path: path.name)
+
+
+def stem(case: Path) -> str:
+    return case.name.removesuffix(".in.py")
+
+
+def lines(path: Path) -> list[str]:
+    return [line for line in path.read_text().splitlines() if line.strip()]
+
+
+def request_for(case: Path) -> RewriteRequest:
+    """The `_unsafe` cases are rewritten with --unsafe-fixes."""
+    return RewriteRequest("full-bf16", unsafe_fixes=stem(case).endswith("_unsafe"))
+
+
+@pytest.mark.parametrize("case", CASES, ids=stem)
+def test_scan_reports_each_use_with_its_fix(case: Path, catalogue: Catalogue) -> None:
+    result = scan_source(
+        case.name, case.read_bytes(), "python", catalogue, frozenset(catalogue.rules)
+    )
+    assert result.errors == ()
+    found = [
+        f"{f.span.line}:{f.span.column} {f.code} {f.fix.applicability if f.fix else '-'}"
+        for f in result.findings
+    ]
+    assert found == lines(CASES_DIR / f"{stem(case)}.findings.txt")
+
+
+@pytest.mark.parametrize("case", CASES, ids=stem)
+def test_rewrite_gives_the_expected_file_and_leaves_the_rest(
+    case: Path, catalogue: Catalogue
+) -> None:
+    enabled = frozenset(catalogue.rules)
+    outcome = rewrite_source(
+        case.name, case.read_bytes(), "python", catalogue, enabled, request_for(case)
+    )
+    assert outcome.errors == ()
+    produced = outcome.rewritten if outcome.rewritten is not None else outcome.original
+    expected = CASES_DIR / f"{stem(case)}.out.py"
+    assert produced.decode() == expected.read_text()
+    remaining = [f"{f.span.line}:{f.span.column} {f.code}" for f in outcome.remaining]
+    assert remaining == lines(CASES_DIR / f"{stem(case)}.remaining.txt")
+
+
+@pytest.mark.parametrize("case", CASES, ids=stem)
+def test_the_rewritten_file_parses_and_is_a_fixed_point(case: Path, catalogue: Catalogue) -> None:
+    output = CASES_DIR / f"{stem(case)}.out.py"
+    ast.parse(output.read_bytes())
+    enabled = frozenset(catalogue.rules)
+    again = rewrite_source(
+        output.name, output.read_bytes(), "python", catalogue, enabled, request_for(case)
+    )
+    assert not again.changed
+    assert again.errors == ()
+
+
+def test_the_fixtures_use_every_entry_of_the_table() -> None:
+    table = api_table()
+    used = set()
+    for case in CASES:
+        uses, imports = api_uses(Scopes(ast.parse(case.read_bytes())), table)
+        used |= {use.api.name for use in uses} | {found.api.name for found in imports}
+    assert used == set(table.apis)
+
+
+def test_the_fixtures_cover_every_import_spelling() -> None:
+    spellings = {
+        "module_alias_xm": "import torch_xla.core.xla_model as xm",
+        "from_module_import": "from torch_xla.core import xla_model",
+        "from_function_import": "from torch_xla.core.xla_model import (",
+        "dotted_path": "import torch_xla.core.xla_model\n",
+    }
+    for name, spelled in spellings.items():
+        assert spelled in (CASES_DIR / f"{name}.in.py").read_text(), name
+
+
+def test_a_call_in_a_lambda_a_default_and_a_reference_are_each_reported() -> None:
+    found = lines(CASES_DIR / "lambda_default_reference.findings.txt")
+    assert "5:19 XM501 safe" in found  # lambda: xm.get_ordinal()
+    assert "11:23 XM501 safe" in found  # def log(message, rank=xm.get_ordinal(), ...)
+    assert "7:14 XM501 unsafe" in found  # world_size = xm.xrt_world_size (drops `defval`)
+    assert "6:8 XM502 safe" in found  # step = xm.mark_step (same parameters)
+
+
+def test_every_api_rule_is_documented_and_its_table_entries_name_evidence(
+    catalogue: Catalogue,
+) -> None:
+    table = api_table()
+    for code in table.rules():
+        rule = catalogue.rule(code)
+        assert rule.explanation.strip(), code
+    for api in table.apis.values():
+        assert api.evidence.startswith("v2."), api.name
+        assert api.removed or api.deprecated or api.said, api.name
+        if api.replacement is not None:
+            assert api.since is not None, api.name
+    for variable in table.variables.values():
+        assert variable.evidence and variable.instead, variable.name
+
+
+# --- the torch-xla the project runs on ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "floor"),
+    [
+        ("torch-xla==2.1.0\n", "2.1"),
+        ("torch_xla[tpu]~=2.3.0 ; python_version > '3.8'\n", "2.3"),
+        ("torch-neuronx==2.1.2.2.3.0\n", "2.1"),  # built for torch 2.1.2: torch-xla 2.1
+        ("# torch-xla==2.9\n", None),
+        ("torch-xla<2.5\n", None),  # no floor
+        ('install_requires=["torch-xla>=2.4,<2.6", "numpy"]\n', "2.4"),
+        ("RUN pip install torch-neuronx==2.5.* neuronx-cc==2.*\n", "2.5"),
+        ("RUN pip install https://example.invalid/torch_xla-2.2.0-cp310-linux_x86_64.whl\n", "2.2"),
+        ('dependencies = [\n  "torch-xla==2.5.1",\n]\n', "2.5"),
+    ],
+)
+def test_pins_are_read_as_pip_reads_requirements(text: str, floor: str | None) -> None:
+    found = list(_pinned(text.encode()))
+    assert (str(min(found)) if found else None) == floor
+
+
+def test_a_file_takes_the_nearest_folders_pins_up_to_the_root(tmp_path: Path) -> None:
+    write_files(
+        tmp_path,
+        {
+            "requirements.txt": "torch-xla==2.4.0\n",
+            "examples/old/requirements.txt": "torch-xla==2.1.0\n",
+            "examples/old/train.py": "",
+            "examples/new/deep/train.py": "",
+        },
+    )
+    pins = Pins(tmp_path)
+    assert pins.floor(tmp_path / "examples/old/train.py") == Version.parse("2.1")
+    assert pins.floor(tmp_path / "examples/new/deep/train.py") == Version.parse("2.4")
+    assert Pins(tmp_path / "examples").floor(tmp_path / "examples/new/deep/train.py") is None
+    assert Pins(tmp_path, Version.parse("2.9")).floor(tmp_path / "examples/old/train.py") == (
+        Version.parse("2.9")
+    )
+
+
+def test_a_replacement_newer_than_the_pinned_torch_xla_is_reported_not_written(
+    catalogue: Catalogue,
+) -> None:
+    source = b"import torch_xla.core.xla_model as xm\nxm.mark_step()\nn = xm.xrt_world_size()\n"
+    pinned = FileContext(torch_xla=Version.parse("2.1"))
+    enabled = frozenset(catalogue.rules)
+    outcome = rewrite_source(
+        "t.py", source, "python", catalogue, enabled, "full-bf16", context=pinned
+    )
+    assert outcome.rewritten is not None
+    assert b"xm.mark_step()" in outcome.rewritten  # torch_xla.sync() needs torch-xla 2.4
+    assert b"xr.world_size()" in outcome.rewritten  # torch_xla.runtime has it since 2.1
+    (left,) = outcome.remaining
+    assert left.code == "XM502" and "the project runs on torch-xla 2.1" in left.message
+
+
+def test_scan_and_rewrite_read_the_projects_pins_and_the_option_overrides_them(
+    tmp_path: Path,
+) -> None:
+    write_files(
+        tmp_path,
+        {
+            "requirements.txt": "torch-xla==2.1.0\n",
+            "train.py": "import torch_xla.core.xla_model as xm\nxm.mark_step()\n",
+        },
+    )
+    pinned = json.loads(run_cli("scan", "--format", "json", ".", cwd=tmp_path).stdout)
+    assert [f["fix"]["applicability"] for f in pinned["findings"]] == ["manual"]
+    overridden = run_cli(
+        "scan", "--format", "json", "--torch-xla-version", "2.9", ".", cwd=tmp_path
+    )
+    assert [f["fix"]["applicability"] for f in json.loads(overridden.stdout)["findings"]] == [
+        "safe"
+    ]
+    result = run_cli("rewrite", "--torch-xla-version", "2.4", ".", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "train.py").read_text() == (
+        "import torch_xla.core.xla_model as xm\nimport torch_xla\n\ntorch_xla.sync()\n"
+    )
+    bad = run_cli("scan", "--torch-xla-version", "two", ".", cwd=tmp_path)
+    assert bad.returncode == 2 and "--torch-xla-version takes a release like 2.1" in bad.stderr
+
+
+# --- what to migrate -------------------------------------------------------------------------
+
+LAUNCHED = {
+    "run.sh": "#!/bin/bash\nexport XLA_USE_BF16=1\npython train.py\n",
+    "train.py": (
+        "import torch\n"
+        "import torch_xla.core.xla_model as xm\n"
+        "\n"
+        "device = xm.xla_device()\n"
+        "model = torch.nn.Linear(2, 2).to(device)\n"
+        "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "xm.mark_step()\n"
+    ),
+}
+
+
+def test_select_xm5_migrates_the_apis_alone_and_ignore_xm5_the_precision_alone(
+    tmp_path: Path,
+) -> None:
+    apis, precision = tmp_path / "apis", tmp_path / "precision"
+    write_files(apis, LAUNCHED)
+    write_files(precision, LAUNCHED)
+    assert run_cli("rewrite", "--select", "XM5", ".", cwd=apis).returncode == 0
+    assert (apis / "run.sh").read_text() == LAUNCHED["run.sh"]  # the flag stays
+    train = (apis / "train.py").read_text()
+    assert "torch_xla.device()" in train and "torch_xla.sync()" in train
+    assert "bfloat16" not in train and "BF16_RECIPE" not in train
+    assert run_cli("rewrite", "--ignore", "XM5", ".", cwd=precision).returncode == 0
+    assert "XLA_USE_BF16" not in (precision / "run.sh").read_text()
+    train = (precision / "train.py").read_text()
+    assert "xm.xla_device()" in train and "xm.mark_step()" in train
+    assert "torch.bfloat16" in train
+
+
+def test_scan_reports_both_families_by_default(tmp_path: Path) -> None:
+    write_files(tmp_path, LAUNCHED)
+    document = json.loads(run_cli("scan", "--format", "json", ".", cwd=tmp_path).stdout)
+    codes = sorted({finding["code"] for finding in document["findings"]})
+    assert codes == ["XM101", "XM502"]
+
+
+def test_a_notebook_cell_is_scanned_and_rewritten_too(catalogue: Catalogue) -> None:
+    cell = {
+        "cell_type": "code",
+        "execution_count": None,
+        "metadata": {},
+        "outputs": [],
+        "source": ["import torch_xla.core.xla_model as xm\n", "xm.mark_step()\n"],
+    }
+    notebook = {"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    data = json.dumps(notebook, indent=1).encode() + b"\n"
+    enabled = frozenset(catalogue.rules)
+    scanned = scan_source("nb.ipynb", data, "notebook", catalogue, enabled)
+    assert [(f.cell, f.span.line, f.code) for f in scanned.findings] == [(0, 2, "XM502")]
+    outcome = rewrite_source("nb.ipynb", data, "notebook", catalogue, enabled, "full-bf16")
+    assert outcome.rewritten is not None
+    source = "".join(json.loads(outcome.rewritten)["cells"][0]["source"])
+    assert source == "import torch_xla.core.xla_model as xm\nimport torch_xla\n\ntorch_xla.sync()\n"
