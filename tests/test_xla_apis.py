@@ -264,3 +264,49 @@ def test_a_notebook_cell_is_scanned_and_rewritten_too(catalogue: Catalogue) -> N
     assert outcome.rewritten is not None
     source = "".join(json.loads(outcome.rewritten)["cells"][0]["source"])
     assert source == "import torch_xla.core.xla_model as xm\nimport torch_xla\n\ntorch_xla.sync()\n"
+
+
+# --- runtime variables (XM503) ---------------------------------------------------------------
+
+VARIABLES = {
+    "run.sh": (
+        "#!/bin/bash\n"
+        "export XLA_USE_SPMD=1\n"
+        'export XRT_TPU_CONFIG="localservice;0;localhost:51011"\n'
+        "GPU_NUM_DEVICES=4 python train.py\n"
+        "export XRT_WORKERS=a:0  # xlamigrate: ignore[XM503]\n"
+    ),
+    "train.py": (
+        "import os\n"
+        'os.environ["XLA_USE_SPMD"] = "1"\n'
+        'print(os.environ.get("XRT_WORKERS"))  # a read: the code\'s own business\n'
+    ),
+    "Dockerfile": "FROM python:3.10\nENV XRT_DEVICE_MAP=CPU:0;/job:localservice/0\n",
+    "job.yaml": "spec:\n  containers:\n  - env:\n    - name: XLA_USE_SPMD\n      value: '1'\n",
+    ".env": "GPU_NUM_DEVICES=8\n",
+}
+
+
+def test_runtime_variables_are_reported_wherever_set_and_never_rewritten(tmp_path: Path) -> None:
+    write_files(tmp_path, VARIABLES)
+    document = json.loads(run_cli("scan", "--format", "json", ".", cwd=tmp_path).stdout)
+    found = [
+        (f["path"], f["line"], f["variable"], f["fix"]["applicability"])
+        for f in document["findings"]
+    ]
+    assert found == [
+        (".env", 1, "GPU_NUM_DEVICES", "manual"),
+        ("Dockerfile", 2, "XRT_DEVICE_MAP", "manual"),
+        ("job.yaml", 4, "XLA_USE_SPMD", "manual"),
+        ("run.sh", 2, "XLA_USE_SPMD", "manual"),
+        ("run.sh", 3, "XRT_TPU_CONFIG", "manual"),
+        ("run.sh", 4, "GPU_NUM_DEVICES", "manual"),
+        ("train.py", 2, "XLA_USE_SPMD", "manual"),
+    ]
+    spmd = next(f for f in document["findings"] if f["path"] == "train.py")
+    assert "torch_xla.runtime.use_spmd()" in spmd["message"]
+    result = run_cli("rewrite", ".", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr  # manual work left
+    assert "7 findings left for manual work" in result.stderr
+    for name, text in VARIABLES.items():
+        assert (tmp_path / name).read_text() == text, name

@@ -16,7 +16,7 @@ import stat
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -45,6 +45,7 @@ from xlamigrate.project.model import Project
 from xlamigrate.project.pins import Pins
 from xlamigrate.project.resolve import ScriptResolver
 from xlamigrate.request import DEFAULT_MODE, STANDALONE, FileContext, RewriteRequest
+from xlamigrate.xlavariables import variable_names
 
 # A file of the project the project decided nothing about: its enabling writes start no
 # script of the project it could follow.
@@ -81,10 +82,14 @@ def api_prefilter(enabled: frozenset[str]) -> re.Pattern[bytes] | None:
     """Matches the bytes of a Python file that may use a torch-xla API of the table (its last
     name, in a file naming torch_xla), where those rules are enabled."""
     table = api_table()
-    if not table.rules() & enabled:
+    if not {api.rule for api in table.apis.values()} & enabled:
         return None
-    names = sorted(table.last_names, key=len, reverse=True)
-    return re.compile(b"|".join(re.escape(name.encode("ascii")) for name in names))
+    return _any_of(table.last_names)
+
+
+def _any_of(names: Iterable[str]) -> re.Pattern[bytes]:
+    ordered = sorted(names, key=len, reverse=True)
+    return re.compile(b"|".join(re.escape(name.encode("ascii")) for name in ordered))
 
 
 def _may_mention(
@@ -93,8 +98,11 @@ def _may_mention(
     prefilter: re.Pattern[bytes],
     triggers: dict[str, re.Pattern[bytes]],
     apis: re.Pattern[bytes] | None = None,
+    variables: re.Pattern[bytes] | None = None,
 ) -> bool:
     if prefilter.search(data):
+        return True
+    if variables is not None and variables.search(data):
         return True
     trigger = triggers.get(kind)
     if trigger is not None and trigger.search(data) is not None:
@@ -383,6 +391,8 @@ def _flagged_files(
     prefilter = flag_prefilter(catalogue)
     triggers = kinds.triggers()
     apis = api_prefilter(enabled)
+    names = variable_names(enabled)
+    variables = _any_of(names) if names else None
     work: list[_Job] = []
     unreadable = [
         FileError(folder, None, f"could not read the folder: {reason}")
@@ -398,7 +408,7 @@ def _flagged_files(
         if len(read) <= budget:
             kept[source.display] = read
             budget -= len(read)
-        if _may_mention(source.kind, read, prefilter, triggers, apis):
+        if _may_mention(source.kind, read, prefilter, triggers, apis, variables):
             work.append(_Job(source.display, read, source.kind))
     return _Read(work, unreadable, kept)
 

@@ -26,6 +26,7 @@ from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING, merge_a
 from xlamigrate.project.launchers import is_enabling
 from xlamigrate.request import STANDALONE, FileContext, RewriteRequest
 from xlamigrate.suppression import is_suppressed, parse_suppressions
+from xlamigrate.xlavariables import variable_findings, variable_names
 
 _AUTO_CAST_NONE = "--auto-cast=none"
 
@@ -186,8 +187,28 @@ def scan_text(
     if analysis is None:
         analysis = _analyse(kind, decoded.text, catalogue)
     found = [f for _, f in _reported(path, decoded.text, analysis, catalogue, enabled, context)]
+    found += _variables(path, decoded.text, kind, catalogue, enabled)
     findings = tuple(sorted(found, key=lambda f: f.sort_key))
     return FileResult(path, findings=findings, errors=_problems(path, analysis))
+
+
+def _variables(
+    path: str, text: str, kind: TextKind, catalogue: Catalogue, enabled: frozenset[str]
+) -> list[Finding]:
+    """The file's writes of torch-xla runtime variables 2.9 no longer reads (XM503)."""
+    names = variable_names(enabled)
+    if not any(name in text for name in names):
+        return []
+    index = LineIndex(text)
+    found = variable_findings(
+        path,
+        kind.analyse(text, names).accesses,
+        lambda a: index.span(a.start, a.end),
+        catalogue,
+        enabled,
+    )
+    table = parse_suppressions(hash_comments(text)) if found else {}
+    return [f for f in found if not is_suppressed(f.code, {f.span.line, f.span.end_line}, table)]
 
 
 def rewrite_text(
@@ -206,8 +227,10 @@ def rewrite_text(
     analysis = _analyse(kind, text, catalogue)
     pairs = _reported(path, text, analysis, catalogue, enabled, context)
     errors = _problems(path, analysis)
+    variables = _variables(path, text, kind, catalogue, enabled)
     if not pairs:
-        return RewriteOutcome(path, data, None, errors=errors)
+        remaining = tuple(sorted(variables, key=lambda f: f.sort_key))
+        return RewriteOutcome(path, data, None, remaining=remaining, errors=errors)
     plan = _TextPlan(kind, text, analysis, catalogue, request, context)
     for access, finding in pairs:
         plan.take(access, finding)
@@ -219,7 +242,7 @@ def rewrite_text(
         data,
         rewritten if rewritten != data else None,
         tuple(sorted(plan.fixed, key=lambda f: f.sort_key)),
-        tuple(sorted(plan.remaining, key=lambda f: f.sort_key)),
+        tuple(sorted([*plan.remaining, *variables], key=lambda f: f.sort_key)),
         errors,
     )
 

@@ -24,6 +24,7 @@ from xlamigrate.kinds.python.scan import (
     kept_for_children,
     parse_failure,
     parsed_python,
+    python_variables,
     reported,
 )
 from xlamigrate.kinds.python.training import Line, Statement, TrainingScript
@@ -63,6 +64,7 @@ def rewrite_python(
         found = command_findings(path, source, lines, analysis.commands, catalogue, enabled)
         commands = list(found)
     apis = api_pairs(path, source, scopes, lines, catalogue, enabled, context)
+    commands += python_variables(path, source, module, scopes, lines, catalogue, enabled)
     if not pairs and context.recipe is None and not apis:
         remaining_commands = tuple(sorted(commands, key=lambda f: f.sort_key))
         return RewriteOutcome(path, data, None, remaining=remaining_commands)

@@ -145,7 +145,31 @@ def _scan_on_ast(
         finding
         for _, finding in api_pairs(path, source, scopes, lines, catalogue, enabled, context)
     ]
+    found += python_variables(path, source, module, scopes, lines, catalogue, enabled)
     return FileResult(path, findings=tuple(sorted(found, key=lambda f: f.sort_key)))
+
+
+def python_variables(
+    path: str,
+    source: str,
+    module: ast.Module,
+    scopes: Scopes,
+    lines: SourceLines,
+    catalogue: Catalogue,
+    enabled: frozenset[str],
+) -> list[Finding]:
+    """The file's writes of torch-xla runtime variables 2.9 no longer reads (XM503)."""
+    from xlamigrate.xlavariables import variable_findings, variable_names
+
+    names = variable_names(enabled)
+    if not any(name in source for name in names):
+        return []
+    analysis = analyse_env_accesses(module, source, names, (), scopes)
+    found = variable_findings(
+        path, analysis.accesses, lambda a: lines.span(a.node), catalogue, enabled
+    )
+    table = parse_suppressions(_comments(source)) if found else {}
+    return [f for f in found if not is_suppressed(f.code, {f.span.line, f.span.end_line}, table)]
 
 
 def api_pairs(
