@@ -26,7 +26,9 @@ from typing import Any
 
 import pytest
 
-from tests.test_cli import found, run_cli, write_files
+from tests.conftest import PRECISION_IGNORE
+from tests.test_cli import found, write_files
+from tests.test_cli import run_cli as cli
 from tests.test_rewrite_cli import LATIN1_HEADER, fixture, snapshot
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.config import load_settings
@@ -44,6 +46,12 @@ IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 NOT_AS_ROOT = pytest.mark.skipif(
     IS_ROOT, reason="root reads and writes whatever the permission bits say; nothing to refuse"
 )
+
+
+def run_cli(command: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The CLI on the precision fixtures, with the precision rules alone (their .out files say
+    what the files become; tests/test_xla_apis.py covers the torch-xla API rules)."""
+    return cli(command, *args, "--ignore", "XM5", cwd=cwd)
 
 
 def mlp(mode: str = "full-bf16", kind: str = "in") -> bytes:
@@ -394,8 +402,9 @@ def build(root: Path) -> Path:
 
 
 def start_cli(*args: str, cwd: Path) -> subprocess.Popen[str]:
+    """(As `run_cli`: the precision rules alone.)"""
     return subprocess.Popen(
-        [sys.executable, "-m", "xlamigrate.cli", *args],
+        [sys.executable, "-m", "xlamigrate.cli", *args, "--ignore", "XM5"],
         cwd=cwd,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -774,7 +783,7 @@ def test_a_folder_that_cannot_be_listed_is_reported_and_the_others_are_processed
     write_files(tmp_path, {"locked/train.py": mlp(), GOOD: mlp()})
     monkeypatch.chdir(tmp_path)
     _refuse_listing(monkeypatch, "locked")
-    settings = load_settings([Path(".")], catalogue)
+    settings = load_settings([Path(".")], catalogue).with_overrides(ignore=PRECISION_IGNORE)
     scan = scan_paths([Path(".")], settings, catalogue)
     assert [(e.path, e.line, e.message) for e in scan.errors] == [
         ("locked", None, "could not read the folder: Permission denied")
@@ -810,9 +819,8 @@ def test_the_writer_refuses_a_file_changed_since_it_was_read(
 ) -> None:
     write_files(tmp_path, {"train.py": mlp(), GOOD: mlp()})
     monkeypatch.chdir(tmp_path)
-    report = rewrite_paths(
-        [Path(".")], load_settings([Path(".")], catalogue), catalogue, RewriteRequest("autocast")
-    )
+    settings = load_settings([Path(".")], catalogue).with_overrides(ignore=PRECISION_IGNORE)
+    report = rewrite_paths([Path(".")], settings, catalogue, RewriteRequest("autocast"))
     outcomes = {outcome.path: outcome for outcome in report.outcomes}
     assert set(outcomes) == {"train.py", GOOD} and all(o.changed for o in outcomes.values())
     (tmp_path / "train.py").write_bytes(EDITED)
@@ -845,7 +853,7 @@ EDIT_AFTER_PLANNING = textwrap.dedent(
         return report
 
     xlamigrate.engine.rewrite_paths = plan_then_edit
-    sys.argv = ["xlamigrate", *sys.argv[1:]]
+    sys.argv = ["xlamigrate", *sys.argv[1:], "--ignore", "XM5"]
     main()
     """
 )

@@ -92,7 +92,9 @@ def test_scan_exits_0_on_files_that_never_mention_a_flag(tmp_path: Path) -> None
     assert document["files_scanned"] == 4
     assert document["findings"] == []
     assert document["errors"] == []
-    assert result.stderr.strip() == "No legacy precision flags found (4 files scanned)."
+    assert result.stderr.strip() == (
+        "No legacy precision flags or outdated torch-xla APIs found (4 files scanned)."
+    )
 
 
 # --- exit code 1 -------------------------------------------------------------------------------

@@ -8,6 +8,8 @@ import subprocess
 import sys
 
 from tests.conftest import ROOT, needs_torch_xla_platform
+from xlamigrate.apitable import api_table
+from xlamigrate.catalogue import load_catalogue
 
 FINDING = re.compile(r"^(\S+:\d+:\d+: XM\d+)\b")
 
@@ -74,3 +76,27 @@ def test_readme_project_example_is_what_rewrite_prints_in_each_mode() -> None:
         )  # fmt: skip
         assert result.returncode == 1, result.stderr
         assert block == result.stdout, mode
+
+
+API_EXAMPLE = (
+    "xlamigrate rewrite --select XM5 --diff tests/fixtures/xla-apis/env_before_import.in.py"
+)
+
+
+def test_readme_api_example_is_what_rewrite_prints() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme.split(f"$ {API_EXAMPLE}\n", 1)[1].split("```", 1)[0]
+    result = subprocess.run(
+        [sys.executable, "-m", "xlamigrate.cli", *API_EXAMPLE.split()[1:]],
+        cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert block == result.stdout
+
+
+def test_readme_rule_table_lists_every_api_rule() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for code in api_table().rules():
+        assert re.search(rf"^\| {code} \| {load_catalogue().rule(code).name} \|", readme, re.M), (
+            code
+        )

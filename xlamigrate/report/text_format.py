@@ -34,7 +34,7 @@ def summary(report: ScanReport) -> str:
     """One line for stderr."""
     files = _plural(report.files_scanned, "file")
     if not report.has_problems:
-        return f"No legacy precision flags found ({files} scanned)."
+        return f"No legacy precision flags or outdated torch-xla APIs found ({files} scanned)."
     parts = []
     if report.findings:
         affected = len({f.path for f in report.findings})

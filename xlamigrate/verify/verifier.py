@@ -81,7 +81,7 @@ class Rewrite:
 
     mode: str
     text: bytes
-    changed: bool
+    changed: bool  # the precision migration changed it (not only its torch-xla API calls)
     remaining: tuple[Finding, ...] = ()
     given: Path | None = None
 
@@ -187,6 +187,7 @@ def _rewrites(
             raise VerifyError(f"{options.rewritten}: cannot read: {error.strerror}") from error
         (mode,) = options.modes
         return [Rewrite(mode, text, text != data, given=options.rewritten.resolve())]
+    from xlamigrate.apitable import api_table
     from xlamigrate.engine import rewrite_source
 
     rewrites = []
@@ -198,7 +199,9 @@ def _rewrites(
             where = f"{problem.path}:{problem.line}" if problem.line else problem.path
             raise VerifyError(f"{where}: {problem.message}")
         text = outcome.rewritten if outcome.rewritten is not None else data
-        rewrites.append(Rewrite(mode, text, text != data, outcome.remaining))
+        apis = api_table().rules()
+        changed = any(finding.code not in apis for finding in outcome.fixed)
+        rewrites.append(Rewrite(mode, text, changed, outcome.remaining))
     return rewrites
 
 

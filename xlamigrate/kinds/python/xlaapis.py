@@ -17,6 +17,8 @@ newer than the torch-xla the project pins) is reported, not fixed."""
 from __future__ import annotations
 
 import ast
+import functools
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -102,8 +104,15 @@ class ApiFinding:
 
 
 def api_uses(scopes: Scopes, table: ApiTable) -> tuple[list[ApiUse], list[ApiImport]]:
-    """The file's uses of table entries, and its imports of them, in walk order."""
-    imports = [found for node, _, _ in scopes.order for found in _imported(node, table)]
+    """The file's uses of table entries, and its imports of them, in walk order (an import
+    tried under `except ImportError` is the file's own fallback: not one)."""
+    tried = _tried_imports(scopes)
+    imports = [
+        found
+        for node, _, _ in scopes.order
+        if id(node) not in tried
+        for found in _imported(node, table)
+    ]
     names = {api.member for api in table.apis.values()}
     names |= {found.bound for found in imports if found.member is None}
     calls: dict[int, ast.Call] = {}
@@ -131,18 +140,49 @@ def _use(
     calls: dict[int, ast.Call],
 ) -> ApiUse | None:
     if isinstance(node, ast.Attribute) and _last(node.value) in names:
-        for qualified in scope.qualified(node.value):
-            api = table.apis.get(qualified)
-            if api is not None and api.is_module:  # a member of a replaced module
-                return ApiUse(api, node, scope, calls.get(id(node)), node.attr, node.value)
+        api = _entry(scope.qualified(node.value), table)
+        if api is not None and api.is_module:  # a member of a replaced module
+            return ApiUse(api, node, scope, calls.get(id(node)), node.attr, node.value)
     if _last(node) not in names:
         return None
-    for qualified in scope.qualified(node):
-        api = table.apis.get(qualified)
-        if api is not None:
-            module_node = node if api.is_module else None
-            return ApiUse(api, node, scope, calls.get(id(node)), module_node=module_node)
-    return None
+    api = _entry(scope.qualified(node), table)
+    if api is None:
+        return None
+    module_node = node if api.is_module else None
+    return ApiUse(api, node, scope, calls.get(id(node)), module_node=module_node)
+
+
+def _entry(qualified: set[str], table: ApiTable) -> XlaApi | None:
+    """The one table entry a name's bindings all give; None where one gives something else
+    (`try: from torch_xla.core.xla_model import xrt_world_size / except ImportError: from
+    torch_xla.runtime import world_size as xrt_world_size`: the file handles both releases)."""
+    found = {table.apis.get(name) for name in qualified}
+    if len(found) != 1:
+        return None
+    return found.pop()
+
+
+_IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "AttributeError", "Exception"})
+
+
+def _tried_imports(scopes: Scopes) -> set[int]:
+    """The ids of the imports in a `try` body whose handlers catch a failed import."""
+    tried: set[int] = set()
+    for node, _, _ in scopes.order:
+        if not isinstance(node, ast.Try):
+            continue
+        caught = set()
+        for handler in node.handlers:
+            kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+            caught |= {_last(kind) if kind is not None else "Exception" for kind in kinds}
+        if caught & _IMPORT_ERRORS:
+            for statement in node.body:
+                tried |= {
+                    id(inner)
+                    for inner in ast.walk(statement)
+                    if isinstance(inner, (ast.Import, ast.ImportFrom))
+                }
+    return tried
 
 
 def _last(node: ast.expr) -> str | None:
@@ -171,6 +211,11 @@ def _imported(node: ast.AST, table: ApiTable) -> Iterator[ApiImport]:
                 yield ApiImport(api, node, alias, bound, member=alias.name)
 
 
+# What a test of the running release looks like: `torch_xla.__version__`, `version_tuple >=`,
+# `is_pt20`, `TORCH_VERSION`, `xla_version`...
+_VERSION_TEST = re.compile(r"(?i)version|\bis_(?:pt|torch|xla)_?\d|\bpt_?\d{2}\b")
+
+
 class ApiFixer:
     """The findings (and fixes) for a file's uses and imports of table entries."""
 
@@ -195,6 +240,7 @@ class ApiFixer:
             finding = self._module_use(use) if use.api.is_module else self._use(use)
             if finding is None:
                 continue
+            finding = self._unless_version_checked(finding)
             found.append(finding)
             if isinstance(use.node, ast.Name):
                 fixed = finding.edits is not None
@@ -342,7 +388,35 @@ class ApiFixer:
         """An import of a removed name fails at import time: it is reported and, once every use
         of the name it binds is fixed, removed (a module: imported from its successor)."""
         found = [self._import(entry, uses, fixed) for entry in imports]
-        return [finding for finding in found if finding is not None]
+        return [self._unless_version_checked(f) for f in found if f is not None]
+
+    def _unless_version_checked(self, finding: ApiFinding) -> ApiFinding:
+        """A fix inside a branch of a version check (`elif is_pt20:`) is left for a hand
+        edit: the branch may be the one for a torch-xla older than the successor."""
+        if finding.edits is None:
+            return finding
+        line = getattr(finding.node, "lineno", 0)
+        around = [(start, t) for start, end, t in self._checks if start <= line <= end]
+        if not around:
+            return finding
+        test = max(around)[1]  # the innermost
+        subject = (
+            f"{finding.subject}; not fixed: under a version check (`{test}`), a branch that "
+            "may run on an older torch-xla than its successor's: edit it by hand"
+        )
+        return ApiFinding(finding.api, finding.node, subject, "manual")
+
+    @functools.cached_property
+    def _checks(self) -> list[tuple[int, int, str]]:
+        """(first line, last line, test) of each branch of an `if` that tests a version."""
+        found = []
+        for node, _, _ in self.scopes.order:
+            if isinstance(node, ast.If):
+                test = self.code(node.test)
+                if _VERSION_TEST.search(test):
+                    end = node.end_lineno or node.lineno
+                    found.append((node.lineno, end, " ".join(test.split())))
+        return found
 
     def _import(
         self, entry: ApiImport, uses: list[ApiUse], fixed: dict[str, bool]
