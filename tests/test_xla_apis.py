@@ -163,6 +163,22 @@ def test_a_file_takes_the_nearest_folders_pins_up_to_the_root(tmp_path: Path) ->
     )
 
 
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("requirements-train.txt", "torch-xla==2.2.0\n"),
+        ("constraints.txt", "torch-xla==2.2.0\n"),
+        ("pyproject.toml", '[project]\ndependencies = ["torch-xla==2.2.0"]\n'),
+        ("setup.py", 'setup(install_requires=["torch-xla==2.2.0"])\n'),
+        ("Dockerfile", "RUN pip install torch-xla==2.2.0\n"),
+        ("Dockerfile.neuron", "RUN pip install torch-neuronx==2.2.0.2.1.0\n"),
+    ],
+)
+def test_each_kind_of_pin_file_is_read(tmp_path: Path, name: str, text: str) -> None:
+    write_files(tmp_path, {name: text, "train.py": "", "notes.txt": "torch-xla==2.9.0\n"})
+    assert Pins(tmp_path).floor(tmp_path / "train.py") == Version.parse("2.2")
+
+
 def test_a_replacement_newer_than_the_pinned_torch_xla_is_reported_not_written(
     catalogue: Catalogue,
 ) -> None:
@@ -283,7 +299,7 @@ VARIABLES = {
     ),
     "Dockerfile": "FROM python:3.10\nENV XRT_DEVICE_MAP=CPU:0;/job:localservice/0\n",
     "job.yaml": "spec:\n  containers:\n  - env:\n    - name: XLA_USE_SPMD\n      value: '1'\n",
-    ".env": "GPU_NUM_DEVICES=8\n",
+    ".env": "GPU_NUM_DEVICES=8\nXRT_WORKERS=localservice:0;grpc://localhost:51011\n",
 }
 
 
@@ -296,6 +312,7 @@ def test_runtime_variables_are_reported_wherever_set_and_never_rewritten(tmp_pat
     ]
     assert found == [
         (".env", 1, "GPU_NUM_DEVICES", "manual"),
+        (".env", 2, "XRT_WORKERS", "manual"),
         ("Dockerfile", 2, "XRT_DEVICE_MAP", "manual"),
         ("job.yaml", 4, "XLA_USE_SPMD", "manual"),
         ("run.sh", 2, "XLA_USE_SPMD", "manual"),
@@ -307,6 +324,6 @@ def test_runtime_variables_are_reported_wherever_set_and_never_rewritten(tmp_pat
     assert "torch_xla.runtime.use_spmd()" in spmd["message"]
     result = run_cli("rewrite", ".", cwd=tmp_path)
     assert result.returncode == 1, result.stderr  # manual work left
-    assert "7 findings left for manual work" in result.stderr
+    assert "8 findings left for manual work" in result.stderr
     for name, text in VARIABLES.items():
         assert (tmp_path / name).read_text() == text, name
