@@ -12,7 +12,7 @@ import re
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.kinds.python.astpositions import SourceLines
 from xlamigrate.kinds.python.astscopes import Scopes
-from xlamigrate.kinds.python.envaccess import EnvAccess, analyse_env_accesses
+from xlamigrate.kinds.python.envaccess import EnvAccess
 from xlamigrate.kinds.python.plan import Plan
 from xlamigrate.kinds.python.planner import (
     RECIPE_PROBLEMS as RECIPE_PROBLEMS,
@@ -21,6 +21,7 @@ from xlamigrate.kinds.python.planner import Planner, after_imports, kept_enablin
 from xlamigrate.kinds.python.scan import (
     Pairs,
     api_pairs,
+    env_analysis,
     kept_for_children,
     parse_failure,
     parsed_python,
@@ -49,7 +50,7 @@ def rewrite_python(
         return RewriteOutcome(path, data, None, errors=(parse_failure(path, data),))
     source, module = parsed
     scopes = Scopes(module)
-    analysis = analyse_env_accesses(module, source, catalogue.flags, RECIPE_VARIABLES, scopes)
+    analysis = env_analysis(module, source, catalogue, RECIPE_VARIABLES, scopes)
     lines = SourceLines(source)
     pairs = kept_for_children(
         reported(path, source, analysis, lines.span, catalogue, enabled),

@@ -12,7 +12,7 @@ import ast
 import io
 import tokenize
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -102,7 +102,7 @@ def _scan_on_ast(
     planned = context.recipe is None  # its own enabling writes may need the rewriter's plan
     scopes = Scopes(module)
     also = RECIPE_VARIABLES if planned else ()
-    analysis = analyse_env_accesses(module, source, catalogue.flags, also, scopes)
+    analysis = env_analysis(module, source, catalogue, also, scopes)
     lines = SourceLines(source)
     pairs = reported(path, source, analysis, lines.span, catalogue, enabled)
     script: TrainingScript | None = None
@@ -149,6 +149,20 @@ def _scan_on_ast(
     return FileResult(path, findings=tuple(sorted(found, key=lambda f: f.sort_key)))
 
 
+def env_analysis(
+    module: ast.Module,
+    source: str,
+    catalogue: Catalogue,
+    also: Collection[str],
+    scopes: Scopes,
+) -> EnvAccessAnalysis:
+    """The env analysis of the flags (and the `also` variables); none where the file names
+    none of them (a file read for its torch-xla API uses alone: the walk is half a scan)."""
+    if not any(name in source for name in (*catalogue.flags, *also)):
+        return EnvAccessAnalysis((), ())
+    return analyse_env_accesses(module, source, catalogue.flags, also, scopes)
+
+
 def python_variables(
     path: str,
     source: str,
@@ -168,8 +182,21 @@ def python_variables(
     found = variable_findings(
         path, analysis.accesses, lambda a: lines.span(a.node), catalogue, enabled
     )
-    table = parse_suppressions(_comments(source)) if found else {}
+    if not _commented(lines, found):
+        return found
+    table = parse_suppressions(_comments(source))
     return [f for f in found if not is_suppressed(f.code, {f.span.line, f.span.end_line}, table)]
+
+
+def _commented(lines: SourceLines, findings: list[Finding]) -> bool:
+    """Whether a `#` stands on a line of a finding (else no comment can suppress one)."""
+    text = lines.lines
+    return any(
+        "#" in text[line - 1]
+        for finding in findings
+        for line in {finding.span.line, finding.span.end_line}
+        if line - 1 < len(text)
+    )
 
 
 def api_pairs(
@@ -194,8 +221,8 @@ def api_pairs(
     paired = api_findings(
         path, source, scopes, lines.span, code, catalogue, enabled, context.torch_xla
     )
-    if not paired:
-        return paired
+    if not _commented(lines, [finding for _, finding in paired]):
+        return paired  # no comment on a finding's line: nothing suppresses one (no tokenizing)
     table = parse_suppressions(_comments(source))
     return [
         (found, finding)
@@ -226,15 +253,8 @@ def reported(
     ]
     if not pairs:
         return pairs
-    lines = SourceLines(source).lines
-    marked = any(
-        "#" in lines[line - 1]
-        for _, finding in pairs
-        for line in {finding.span.line, finding.span.end_line}
-        if line - 1 < len(lines)
-    )
-    if not marked:  # no comment on a finding's line: nothing suppresses it (no tokenizing)
-        return pairs
+    if not _commented(SourceLines(source), [finding for _, finding in pairs]):
+        return pairs  # no comment on a finding's line: nothing suppresses it (no tokenizing)
     table = parse_suppressions(_comments(source))
     return [
         (item, finding)

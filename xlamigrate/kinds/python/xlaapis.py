@@ -106,12 +106,10 @@ class ApiFinding:
 def api_uses(scopes: Scopes, table: ApiTable) -> tuple[list[ApiUse], list[ApiImport]]:
     """The file's uses of table entries, and its imports of them, in walk order (an import
     tried under `except ImportError` is the file's own fallback: not one)."""
-    tried = _tried_imports(scopes)
+    statements = [node for node, _, _ in scopes.order if type(node) in _IMPORTS_AND_TRIES]
+    tried = _tried_imports(statements)
     imports = [
-        found
-        for node, _, _ in scopes.order
-        if id(node) not in tried
-        for found in _imported(node, table)
+        found for node in statements if id(node) not in tried for found in _imported(node, table)
     ]
     names = {api.member for api in table.apis.values()}
     names |= {found.bound for found in imports if found.member is None}
@@ -165,10 +163,13 @@ def _entry(qualified: set[str], table: ApiTable) -> XlaApi | None:
 _IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "AttributeError", "Exception"})
 
 
-def _tried_imports(scopes: Scopes) -> set[int]:
+_IMPORTS_AND_TRIES = frozenset({ast.Import, ast.ImportFrom, ast.Try})
+
+
+def _tried_imports(statements: list[ast.AST]) -> set[int]:
     """The ids of the imports in a `try` body whose handlers catch a failed import."""
     tried: set[int] = set()
-    for node, _, _ in scopes.order:
+    for node in statements:
         if not isinstance(node, ast.Try):
             continue
         caught = set()
