@@ -27,6 +27,7 @@ import pytest
 
 from tests.conftest import FIXTURES, needs_torch_xla_platform
 from tests.test_rewrite_e2e import LEGACY_NOTICE, LOSS_RTOL
+from tests.test_verify_e2e import verify_json
 from xlamigrate.kinds.python.rewrite import MODES
 
 pytestmark = needs_torch_xla_platform
@@ -118,3 +119,15 @@ def test_each_mode_runs_and_trains_as_the_legacy_flag_did(runs: dict[str, Run], 
     assert result["rank"] == 0
     loss, reference = float(str(result["loss"])), float(str(legacy["loss"]))
     assert abs(loss - reference) <= LOSS_RTOL * abs(reference), (loss, reference)
+
+
+def test_verify_runs_the_original_with_its_removed_apis_migrated(tmp_path: Path) -> None:
+    """`xlamigrate verify` on the same script: the original could not start on 2.9, so its
+    legacy run takes XM501's fixes alone (the flag as written) and is the reference."""
+    script = tmp_path / SCRIPT.name
+    shutil.copyfile(SCRIPT, script)
+    code, document, stderr = verify_json(script, "--mode", "full-bf16", "--steps", "4")
+    assert code == 0, json.dumps(document, indent=1) + stderr
+    assert document["legacy_flags"] == ["XLA_USE_BF16=1"]
+    assert any("XM501" in note for note in document["notes"])
+    assert script.read_bytes() == SCRIPT.read_bytes()  # the user's file is never written

@@ -54,6 +54,7 @@ ORIGINAL = "original"
 # What the original ran with, where it crashed before recording it and the rewrite shows that
 # the script sets a legacy flag itself.
 SCRIPT_SETS_A_FLAG = "the legacy flag the script sets"
+_REMOVED_API = "XM501"  # a torch-xla API 2.9 no longer has: the original could not start
 
 
 class VerifyError(Exception):
@@ -126,7 +127,14 @@ def verify(
             specs, rewrites, copies = _launcher_specs(script, options, shim, work, notes)
         else:
             copies = {}
-            specs = [_original_spec(script, options, shim, work)]
+            runnable = _runnable_original(script, catalogue)
+            if runnable is not None:
+                notes.append(
+                    "the original runs with the torch-xla calls torch-xla 2.9 no longer has "
+                    "migrated (XM501: `xlamigrate rewrite --select XM501`), its precision as "
+                    "written"
+                )
+            specs = [_original_spec(script, options, shim, work, runnable)]
             for rewrite in rewrites:
                 specs.append(_rewrite_spec(script, rewrite, options, shim, work))
         progress(
@@ -302,13 +310,39 @@ def _container(manifest: Path, words: tuple[str, ...], notes: list[str] | None) 
     return command
 
 
-def _original_spec(script: Path, options: VerifyOptions, shim: Path, work: Path) -> RunSpec:
+def _runnable_original(script: Path, catalogue: Catalogue) -> bytes | None:
+    """The script with the torch-xla APIs 2.9 no longer has migrated (XM501's safe fixes), so
+    that its legacy run can start at all; None where it uses none (it runs as it is)."""
+    from xlamigrate.engine import rewrite_source
+
+    try:
+        data = script.read_bytes()
+    except OSError:
+        return None
+    request = RewriteRequest("full-bf16")  # (no recipe: XM501 alone is enabled)
+    outcome = rewrite_source(
+        _display(script), data, "python", catalogue, frozenset({_REMOVED_API}), request
+    )
+    return outcome.rewritten if outcome.changed and not outcome.errors else None
+
+
+def _original_spec(
+    script: Path, options: VerifyOptions, shim: Path, work: Path, text: bytes | None = None
+) -> RunSpec:
+    """The original's run: the script itself, or (`text`) its copy beside links to its
+    folder's files."""
+    paths = [shim]
+    if text is not None:
+        folder = work / ORIGINAL
+        link_siblings(script, folder)
+        (folder / script.name).write_bytes(text)
+        script, paths = folder / script.name, [shim, script.parent]
     return RunSpec(
         label=ORIGINAL,
         script=script,
         args=options.args,
         cwd=Path.cwd(),
-        env=run_environment(os.environ, [shim], options.legacy_env or {}),
+        env=run_environment(os.environ, paths, options.legacy_env or {}),
         records=work / "records" / ORIGINAL,
         steps=options.steps,
         timeout=options.timeout,
@@ -335,9 +369,8 @@ def _rewrite_spec(
 
 
 def _named(result: RunResult, work: Path) -> RunResult:
-    """A rewrite's traceback names its copy, in a folder that is gone when verify ends."""
-    if result.label == ORIGINAL:
-        return result
+    """A copy's traceback (a rewrite's, the original's with its APIs migrated) names the copy,
+    in a folder that is gone when verify ends."""
     folder = f"{work / result.label}{os.sep}"
     return replace(result, stderr_tail=result.stderr_tail.replace(folder, f"<{result.label}>/"))
 
