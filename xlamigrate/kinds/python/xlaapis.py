@@ -334,6 +334,8 @@ class ApiFixer:
         """Why an argument for `parameter` cannot be written (None: it can)."""
         if parameter.to is None:
             return f"it passes `{parameter.name}`, which its replacement has no counterpart for"
+        if parameter.to == "-" and not _plain(argument):
+            return f"its `{parameter.name}` argument would go, and with it what computing it does"
         if parameter.only is not None and parameter.only not in _qualified(scope, argument):
             return f"its `{parameter.name}` is not {parameter.only}"
         if parameter.to != "-":
@@ -549,6 +551,16 @@ def _assumed(api: XlaApi) -> str:
     said = [f"no {' or '.join(gone)}"] if gone else []
     said += [f"{' and '.join(moved)} only by position"] if moved else []
     return "its calls pass " + ", and ".join(said or ["the arguments its successor takes"])
+
+
+def _plain(node: ast.expr) -> bool:
+    """Whether evaluating the expression does nothing but give its value (a constant, a name,
+    an attribute of one, a negative number)."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        node = node.operand
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, (ast.Constant, ast.Name))
 
 
 def _dotted(node: ast.expr) -> bool:
