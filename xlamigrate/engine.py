@@ -10,13 +10,12 @@ import contextlib
 import gc
 import multiprocessing
 import os
-import re
 import signal
 import stat
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -24,7 +23,6 @@ from pathlib import Path
 from typing import TypeVar
 
 from xlamigrate import kinds
-from xlamigrate.apitable import api_table
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.config import Settings
 from xlamigrate.discover import Discovery, SourceFile, discover
@@ -38,6 +36,7 @@ from xlamigrate.model import (
     RewriteReport,
     ScanReport,
 )
+from xlamigrate.prefilter import Prefilter
 from xlamigrate.progress import SILENT, Progress
 from xlamigrate.project.build import Analysed, ProjectBuilder
 from xlamigrate.project.launchers import launches_with_flag
@@ -45,7 +44,6 @@ from xlamigrate.project.model import Project
 from xlamigrate.project.pins import Pins
 from xlamigrate.project.resolve import ScriptResolver
 from xlamigrate.request import DEFAULT_MODE, STANDALONE, FileContext, RewriteRequest
-from xlamigrate.xlavariables import variable_names
 
 # A file of the project the project decided nothing about: its enabling writes start no
 # script of the project it could follow.
@@ -70,49 +68,6 @@ class _Job:
     kind: str = "python"
     context: FileContext = STANDALONE
     analysis: TextAnalysis | None = None  # a launcher's, made for the project already
-
-
-def flag_prefilter(catalogue: Catalogue) -> re.Pattern[bytes]:
-    """Matches the bytes of any flag name: files without a match cannot have a finding."""
-    names = sorted(catalogue.flags, key=len, reverse=True)
-    return re.compile(b"|".join(re.escape(name.encode("ascii")) for name in names))
-
-
-def api_prefilter(enabled: frozenset[str]) -> re.Pattern[bytes] | None:
-    """Matches the bytes of a Python file that may use a torch-xla API of the table (its last
-    name, in a file naming torch_xla), where those rules are enabled."""
-    table = api_table()
-    if not {api.rule for api in table.apis.values()} & enabled:
-        return None
-    return _any_of(table.last_names)
-
-
-def _any_of(names: Iterable[str]) -> re.Pattern[bytes]:
-    ordered = sorted(names, key=len, reverse=True)
-    return re.compile(b"|".join(re.escape(name.encode("ascii")) for name in ordered))
-
-
-def _may_mention(
-    kind: str,
-    data: bytes,
-    prefilter: re.Pattern[bytes],
-    triggers: dict[str, re.Pattern[bytes]],
-    apis: re.Pattern[bytes] | None = None,
-    variables: re.Pattern[bytes] | None = None,
-) -> bool:
-    if prefilter.search(data):
-        return True
-    if variables is not None and variables.search(data):
-        return True
-    trigger = triggers.get(kind)
-    if trigger is not None and trigger.search(data) is not None:
-        return True
-    return (
-        apis is not None
-        and kind in _SCRIPT_KINDS
-        and b"torch_xla" in data
-        and apis.search(data) is not None
-    )
 
 
 def scan_paths(
@@ -388,11 +343,7 @@ def _flagged_files(
 ) -> _Read:
     """The files that mention a flag or a torch-xla API of the table (read once), and those
     that could not be read."""
-    prefilter = flag_prefilter(catalogue)
-    triggers = kinds.triggers()
-    apis = api_prefilter(enabled)
-    names = variable_names(enabled)
-    variables = _any_of(names) if names else None
+    prefilter = Prefilter(catalogue, enabled)
     work: list[_Job] = []
     unreadable = [
         FileError(folder, None, f"could not read the folder: {reason}")
@@ -408,7 +359,7 @@ def _flagged_files(
         if len(read) <= budget:
             kept[source.display] = read
             budget -= len(read)
-        if _may_mention(source.kind, read, prefilter, triggers, apis, variables):
+        if prefilter.may_have_findings(source.kind, read):
             work.append(_Job(source.display, read, source.kind))
     return _Read(work, unreadable, kept)
 

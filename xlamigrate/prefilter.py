@@ -1,0 +1,47 @@
+"""Which files are worth parsing, from their bytes alone: a file that names no flag, no kind
+trigger, no torch-xla runtime variable and (in Python) no torch-xla API of the table cannot
+have a finding, so it is never parsed."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from xlamigrate import kinds
+from xlamigrate.apitable import api_table
+from xlamigrate.catalogue import Catalogue
+from xlamigrate.xlavariables import variable_names
+
+_API_KINDS = frozenset({"python", "notebook"})  # where torch-xla APIs are called
+
+
+class Prefilter:
+    def __init__(self, catalogue: Catalogue, enabled: frozenset[str]) -> None:
+        self.flags = _any_of(catalogue.flags)
+        self.triggers = kinds.triggers()
+        table = api_table()
+        uses_apis = {api.rule for api in table.apis.values()} & enabled
+        self.apis = _any_of(table.last_names) if uses_apis else None
+        variables = variable_names(enabled)
+        self.variables = _any_of(variables) if variables else None
+
+    def may_have_findings(self, kind: str, data: bytes) -> bool:
+        if self.flags.search(data):
+            return True
+        if self.variables is not None and self.variables.search(data):
+            return True
+        trigger = self.triggers.get(kind)
+        if trigger is not None and trigger.search(data) is not None:
+            return True
+        return (
+            self.apis is not None
+            and kind in _API_KINDS
+            and b"torch_xla" in data
+            and self.apis.search(data) is not None
+        )
+
+
+def _any_of(names: Iterable[str]) -> re.Pattern[bytes]:
+    """Matches any of the names (the longest first)."""
+    ordered = sorted(names, key=len, reverse=True)
+    return re.compile(b"|".join(re.escape(name.encode("ascii")) for name in ordered))
