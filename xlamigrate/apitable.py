@@ -107,6 +107,7 @@ class ApiTable:
     apis: Mapping[str, XlaApi]  # by qualified name
     variables: Mapping[str, XlaVariable]  # by name
     aliases: Mapping[str, str]  # a module -> the name a file imports it as, where it has none
+    value_only: frozenset[str] = frozenset()  # calls that only give a value (a device)
 
     @property
     def last_names(self) -> frozenset[str]:
@@ -130,6 +131,7 @@ def api_table() -> ApiTable:
         MappingProxyType({api.name: api for api in apis}),
         MappingProxyType({variable.name: variable for variable in variables}),
         MappingProxyType(dict(data.get("aliases", {}))),
+        frozenset(data.get("calls", {}).get("value_only", ())),
     )
 
 

@@ -334,7 +334,7 @@ class ApiFixer:
         """Why an argument for `parameter` cannot be written (None: it can)."""
         if parameter.to is None:
             return f"it passes `{parameter.name}`, which its replacement has no counterpart for"
-        if parameter.to == "-" and not _plain(argument):
+        if parameter.to == "-" and not self._plain(argument, scope):
             return f"its `{parameter.name}` argument would go, and with it what computing it does"
         if parameter.only is not None and parameter.only not in _qualified(scope, argument):
             return f"its `{parameter.name}` is not {parameter.only}"
@@ -351,6 +351,21 @@ class ApiFixer:
             p.to == p.name and p.only is None and self._too_new(p.since) is None
             for p in api.parameters
         )
+
+    def _plain(self, node: ast.expr, scope: Scope) -> bool:
+        """Whether evaluating the expression does nothing but give its value: a constant, a
+        name, an attribute of one, a negative number, a call of the table's value-only calls
+        (`xm.xla_device()`) with such arguments."""
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            node = node.operand
+        if isinstance(node, ast.Call):
+            arguments = [*node.args, *(k.value for k in node.keywords)]
+            return bool(_qualified(scope, node.func) & self.table.value_only) and all(
+                self._plain(argument, scope) for argument in arguments
+            )
+        while isinstance(node, ast.Attribute):
+            node = node.value
+        return isinstance(node, (ast.Constant, ast.Name))
 
     def _too_new(self, since: Version | None) -> str | None:
         if since is None or self.floor is None or since <= self.floor:
@@ -551,16 +566,6 @@ def _assumed(api: XlaApi) -> str:
     said = [f"no {' or '.join(gone)}"] if gone else []
     said += [f"{' and '.join(moved)} only by position"] if moved else []
     return "its calls pass " + ", and ".join(said or ["the arguments its successor takes"])
-
-
-def _plain(node: ast.expr) -> bool:
-    """Whether evaluating the expression does nothing but give its value (a constant, a name,
-    an attribute of one, a negative number)."""
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        node = node.operand
-    while isinstance(node, ast.Attribute):
-        node = node.value
-    return isinstance(node, (ast.Constant, ast.Name))
 
 
 def _dotted(node: ast.expr) -> bool:
