@@ -27,6 +27,7 @@ from xlamigrate.catalogue import Catalogue
 from xlamigrate.kinds.python.astscopes import Scope, Scopes
 from xlamigrate.model import Applicability, Finding, Fix, Span
 
+# (as kinds/python/imports.py names them; that module loads libcst, which a scan never does)
 Needed = tuple[str, str | None]  # (module, name): `import module` / `from module import name`
 Aliased = tuple[str, str]  # (module, alias): `import module as alias`
 
