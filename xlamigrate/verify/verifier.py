@@ -14,7 +14,7 @@ from pathlib import Path
 
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.model import Finding
-from xlamigrate.request import STANDALONE, RewriteRequest
+from xlamigrate.request import DEFAULT_MODE, STANDALONE, RewriteRequest
 from xlamigrate.verify.compare import (
     PASSING,
     RTOL,
@@ -319,7 +319,7 @@ def _runnable_original(script: Path, catalogue: Catalogue) -> bytes | None:
         data = script.read_bytes()
     except OSError:
         return None
-    request = RewriteRequest("full-bf16")  # (no recipe: XM501 alone is enabled)
+    request = RewriteRequest(DEFAULT_MODE)  # (no recipe: XM501 alone is enabled)
     outcome = rewrite_source(
         _display(script), data, "python", catalogue, frozenset({_REMOVED_API}), request
     )
