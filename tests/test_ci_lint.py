@@ -122,18 +122,30 @@ def test_gitlab_fingerprints_survive_lines_moving(tmp_path: Path) -> None:
     assert before[0]["fingerprint"] == after[0]["fingerprint"]
 
 
-def test_statistics_count_findings_per_rule(tree: Path) -> None:
+def test_statistics_count_findings_per_rule_and_mark_only_what_rewrite_fixes(
+    tree: Path, tmp_path: Path
+) -> None:
+    """As ruff's: `[*]` where some finding of the rule has a safe fix; here every write stays
+    for a hand edit (no model in train.py: the recipe cannot go in), so none is marked."""
     result = run_cli(tree, "scan", "--statistics")
     assert result.returncode == 1
     assert result.stdout.splitlines() == [
-        "2\tXM101\t[*] use-bf16-write",
-        "1\tXM102\t[*] downcast-bf16-write",
+        "2\tXM101\t[ ] use-bf16-write",
+        "1\tXM102\t[ ] downcast-bf16-write",
     ]
     as_json = json.loads(run_cli(tree, "scan", "--statistics", "-f", "json").stdout)
     assert as_json == [
-        {"code": "XM101", "name": "use-bf16-write", "count": 2, "fixable": True},
-        {"code": "XM102", "name": "downcast-bf16-write", "count": 1, "fixable": True},
-    ]
+        {"code": "XM101", "name": "use-bf16-write", "count": 2, "fixable": False,
+         "fixable_count": 0},
+        {"code": "XM102", "name": "downcast-bf16-write", "count": 1, "fixable": False,
+         "fixable_count": 0},
+    ]  # fmt: skip
+    (tmp_path / "train.py").write_text(FLAG_SCRIPT)  # the recipe goes in: a safe fix
+    (tmp_path / "old.py").write_text(TRAIN)  # no model: manual
+    fixable = run_cli(tmp_path, "scan", "--statistics").stdout.splitlines()
+    assert fixable == ["2\tXM101\t[*] use-bf16-write"]
+    counted = json.loads(run_cli(tmp_path, "scan", "--statistics", "-f", "json").stdout)
+    assert counted[0]["fixable_count"] == 1
 
 
 def test_statistics_with_sarif_is_a_usage_error(tree: Path) -> None:

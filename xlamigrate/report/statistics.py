@@ -10,7 +10,12 @@ from xlamigrate.model import ScanReport
 
 
 def render_statistics(report: ScanReport, catalogue: Catalogue, as_json: bool) -> str:
+    """One row per rule: its count and, as ruff says it, whether `rewrite` would fix some of
+    its findings (`[*]`: a safe fix; an unsafe one needs --unsafe-fixes, a manual one none)."""
     counts = Counter(f.code for f in report.findings) + Counter(e.code for e in report.errors)
+    fixable = Counter(
+        f.code for f in report.findings if f.fix is not None and f.fix.applicability == "safe"
+    )
     rows = []
     for code, count in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
         rule = catalogue.rules.get(code)
@@ -19,7 +24,8 @@ def render_statistics(report: ScanReport, catalogue: Catalogue, as_json: bool) -
                 "code": code,
                 "name": rule.name if rule else "",
                 "count": count,
-                "fixable": bool(rule and rule.fix in ("safe", "unsafe")),
+                "fixable": fixable[code] > 0,
+                "fixable_count": fixable[code],
             }
         )
     if as_json:
