@@ -207,6 +207,22 @@ def test_diff_prints_a_unified_diff_and_writes_nothing(tmp_path: Path) -> None:
         assert (tmp_path / "pkg" / "train.py").read_bytes() == fixture("full-bf16", MLP, "out")
 
 
+def test_diff_names_each_file_it_could_not_rewrite_with_the_reason(tmp_path: Path) -> None:
+    """The diff says what changes; stderr, what could not, file and line (issue 21: the summary
+    said "1 file could not be rewritten" and named neither)."""
+    write_files(
+        tmp_path,
+        {"train.py": fixture("full-bf16", MLP, "in"), "bad.py": "import os\ndef (:\n"},
+    )
+    result = rewrite("--diff", ".", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert result.stdout.startswith("--- a/train.py\n")
+    assert result.stderr.splitlines() == [
+        "bad.py:3: XM901 could not parse: invalid syntax",
+        "1 file would be rewritten (1 fix); 1 file could not be rewritten (2 files scanned).",
+    ]
+
+
 def test_diff_is_empty_and_exits_0_on_a_migrated_file(tmp_path: Path) -> None:
     write_files(tmp_path, {"train.py": fixture("full-bf16", MLP, "out")})
     result = rewrite("--diff", "train.py", cwd=tmp_path)

@@ -365,6 +365,7 @@ def rewrite(
         render_text,
         summary,
     )
+    from xlamigrate.report.text_format import error_line
     from xlamigrate.writer import unified_diff
 
     targets = paths or [Path(".")]
@@ -404,6 +405,8 @@ def rewrite(
         sys.stdout.write(render_json(report, chosen, apply, diffs))
     elif diff:
         sys.stdout.write(grouped_diffs(report, diffs))
+        for error in report.errors:  # (the diff says what changes; these, what could not)
+            typer.echo(error_line(error), err=True)
     else:
         sys.stdout.write(render_text(report, apply))
     sys.stdout.flush()

@@ -33,6 +33,6 @@ def render_statistics(report: ScanReport, catalogue: Catalogue, as_json: bool) -
     width = max((len(str(row["count"])) for row in rows), default=1)
     lines = []
     for row in rows:
-        fixable = "*" if row["fixable"] else " "
-        lines.append(f"{row['count']:>{width}}\t{row['code']}\t[{fixable}] {row['name']}\n")
+        mark = "*" if row["fixable"] else " "
+        lines.append(f"{row['count']:>{width}}\t{row['code']}\t[{mark}] {row['name']}\n")
     return "".join(lines)
