@@ -212,7 +212,10 @@ def test_diff_names_each_file_it_could_not_rewrite_with_the_reason(tmp_path: Pat
     said "1 file could not be rewritten" and named neither)."""
     write_files(
         tmp_path,
-        {"train.py": fixture("full-bf16", MLP, "in"), "bad.py": "import os\ndef (:\n"},
+        {
+            "train.py": fixture("full-bf16", MLP, "in"),
+            "bad.py": 'import os\nos.environ["XLA_USE_BF16"] = "1"\ndef (:\n',
+        },
     )
     result = rewrite("--diff", ".", cwd=tmp_path)
     assert result.returncode == 1, result.stderr
