@@ -600,6 +600,19 @@ def test_rule_all_lists_every_code(tmp_path: Path) -> None:
     assert set(SCAN_CODES) <= set(codes)
 
 
+def test_rule_all_lines_up_its_columns_for_the_longest_name(tmp_path: Path) -> None:
+    lines = run_cli("rule", "--all", cwd=tmp_path).stdout.splitlines()
+    assert len({line.index(" fix: ") for line in lines}) == 1  # one column, long names too
+    assert "legacy-flag-stays-with-autocast  " in "".join(lines)
+
+
+def test_rule_all_with_a_code_is_a_usage_error_not_ignored(tmp_path: Path) -> None:
+    result = run_cli("rule", "--all", "XM101", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "give a rule code or --all, not both" in result.stderr
+    assert result.stdout == ""
+
+
 def test_rule_exits_2_on_an_unknown_code(tmp_path: Path) -> None:
     result = run_cli("rule", "NOPE", cwd=tmp_path)
     assert result.returncode == 2

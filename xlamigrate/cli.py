@@ -602,10 +602,15 @@ def rule(
     """Explain a rule, or list them all."""
     catalogue = _catalogue()
     if show_all:
-        for item in sorted(catalogue.rules.values(), key=lambda r: r.code):
+        if code is not None:
+            _fail(f"give a rule code or --all, not both (`xlamigrate rule {code}` explains it)")
+        rules = sorted(catalogue.rules.values(), key=lambda r: r.code)
+        width = max(len(item.name) for item in rules)  # the columns line up, long names too
+        for item in rules:
             fix = item.fix or "none"
             typer.echo(
-                f"{item.code}  {item.name:<22} {item.severity:<8} fix: {fix:<7} {item.summary}"
+                f"{item.code}  {item.name:<{width}}  {item.severity:<8} fix: {fix:<7} "
+                f"{item.summary}"
             )
         return
     if code is None:
