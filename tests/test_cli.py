@@ -4,6 +4,7 @@ suppression comments, parallel scanning and the `rule` command, each run in a re
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -675,3 +676,21 @@ def _zombie(pid: int) -> bool:
         return "State:\tZ" in Path(f"/proc/{pid}/status").read_text()
     except OSError:
         return False
+
+
+@pytest.mark.parametrize("command", ["scan", "rewrite"])
+def test_help_names_values_plainly_describes_every_option_and_says_the_exit_codes(
+    tmp_path: Path, command: str
+) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "xlamigrate.cli", command, "--help"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        env={**os.environ, "COLUMNS": "100"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    text = result.stdout
+    assert "<list[str]>" not in text and "<int range>" not in text and "<str>" not in text
+    for option in ("--select CODES", "--exclude PATTERN", "-j, --jobs N", "--config FILE"):
+        assert option in text, option
+    assert "Skip files .gitignore ignores." in text
+    assert "Exit codes: 0 nothing" in " ".join(text.split())

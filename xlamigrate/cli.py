@@ -95,33 +95,45 @@ def _catalogue() -> Catalogue:
         _fail(f"internal error: {error}")
 
 
-@app.command()
+@app.command(
+    epilog="Exit codes: 0 nothing found; 1 findings, or files that could not be parsed; 2 usage,"
+    " configuration or internal error."
+)
 def scan(
     paths: Annotated[
         list[Path] | None,
-        typer.Argument(help="Files or folders to scan (default: the current folder)."),
+        typer.Argument(
+            metavar="[PATHS]...",
+            help="Files or folders to scan (default: the current folder).",
+        ),
     ] = None,
     output_format: Annotated[
         OutputFormat, typer.Option("--format", "--output-format", "-f", help="Output format.")
     ] = OutputFormat.text,
     select: Annotated[
         list[str] | None,
-        typer.Option(help="Rule codes or prefixes to report (replaces the config)."),
+        typer.Option(
+            metavar="CODES", help="Rule codes or prefixes to report (replaces the config)."
+        ),
     ] = None,
     ignore: Annotated[
-        list[str] | None, typer.Option(help="Rule codes or prefixes not to report.")
+        list[str] | None,
+        typer.Option(metavar="CODES", help="Rule codes or prefixes not to report."),
     ] = None,
     exclude: Annotated[
-        list[str] | None, typer.Option(help="Extra gitignore-style patterns to skip.")
+        list[str] | None,
+        typer.Option(metavar="PATTERN", help="Extra gitignore-style patterns to skip."),
     ] = None,
     exit_zero: Annotated[
         bool, typer.Option("--exit-zero", help="Exit 0 even when something was found.")
     ] = False,
     jobs: Annotated[
-        int, typer.Option("--jobs", "-j", min=0, help="Worker processes (0: one per CPU).")
+        int,
+        typer.Option("--jobs", "-j", min=0, metavar="N", help="Worker processes (0: one per CPU)."),
     ] = 0,
     config: Annotated[
-        Path | None, typer.Option(help="Read [tool.xlamigrate] from this pyproject.toml.")
+        Path | None,
+        typer.Option(metavar="FILE", help="Read [tool.xlamigrate] from this pyproject.toml."),
     ] = None,
     respect_gitignore: Annotated[
         bool,
@@ -134,13 +146,16 @@ def scan(
     ] = False,
     stdin_filename: Annotated[
         str | None,
-        typer.Option(help="Scan standard input, reported (and classified) as this path."),
+        typer.Option(
+            metavar="PATH", help="Scan standard input, reported (and classified) as this path."
+        ),
     ] = None,
     torch_xla_version: Annotated[
         str | None,
         typer.Option(
+            metavar="X.Y",
             help="The oldest torch-xla the project runs on (default: [tool.xlamigrate]"
-            " torch-xla-version, else its requirements' pins): newer API fixes are not offered."
+            " torch-xla-version, else its requirements' pins): newer API fixes are not offered.",
         ),
     ] = None,
 ) -> None:
@@ -308,10 +323,15 @@ class Target(str, Enum):
     tpu = "tpu"
 
 
-@app.command()
+@app.command(
+    epilog="Exit codes: 0 nothing left to do; 1 a change pending (--diff, --check), findings"
+    " left for manual work, or files that could not be rewritten; 2 usage, configuration or"
+    " internal error."
+)
 def rewrite(
     paths: Annotated[
-        list[Path] | None, typer.Argument(help="Files or folders to rewrite (default: .).")
+        list[Path] | None,
+        typer.Argument(metavar="[PATHS]...", help="Files or folders to rewrite (default: .)."),
     ] = None,
     mode: Annotated[
         Mode | None,
@@ -334,23 +354,40 @@ def rewrite(
     output_format: Annotated[
         RewriteFormat, typer.Option("--format", "--output-format", "-f", help="Output format.")
     ] = RewriteFormat.text,
-    select: Annotated[list[str] | None, typer.Option(help="Rule codes or prefixes.")] = None,
-    ignore: Annotated[list[str] | None, typer.Option(help="Rule codes or prefixes.")] = None,
-    exclude: Annotated[list[str] | None, typer.Option(help="Patterns to skip.")] = None,
-    jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Worker processes.")] = 0,
-    config: Annotated[Path | None, typer.Option(help="pyproject.toml to read.")] = None,
+    select: Annotated[
+        list[str] | None, typer.Option(metavar="CODES", help="Rule codes or prefixes.")
+    ] = None,
+    ignore: Annotated[
+        list[str] | None, typer.Option(metavar="CODES", help="Rule codes or prefixes not to fix.")
+    ] = None,
+    exclude: Annotated[
+        list[str] | None, typer.Option(metavar="PATTERN", help="Patterns to skip.")
+    ] = None,
+    jobs: Annotated[
+        int, typer.Option("--jobs", "-j", min=0, metavar="N", help="Worker processes.")
+    ] = 0,
+    config: Annotated[
+        Path | None, typer.Option(metavar="FILE", help="pyproject.toml to read.")
+    ] = None,
     respect_gitignore: Annotated[
-        bool, typer.Option("--respect-gitignore/--no-respect-gitignore")
+        bool,
+        typer.Option(
+            "--respect-gitignore/--no-respect-gitignore", help="Skip files .gitignore ignores."
+        ),
     ] = True,
     stdin_filename: Annotated[
         str | None,
-        typer.Option(help="Rewrite standard input (named as this path) to standard output."),
+        typer.Option(
+            metavar="PATH",
+            help="Rewrite standard input (named as this path) to standard output.",
+        ),
     ] = None,
     torch_xla_version: Annotated[
         str | None,
         typer.Option(
+            metavar="X.Y",
             help="The oldest torch-xla the project runs on (default: [tool.xlamigrate]"
-            " torch-xla-version, else its requirements' pins): newer API fixes are not written."
+            " torch-xla-version, else its requirements' pins): newer API fixes are not written.",
         ),
     ] = None,
 ) -> None:
