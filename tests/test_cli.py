@@ -694,3 +694,31 @@ def test_help_names_values_plainly_describes_every_option_and_says_the_exit_code
         assert option in text, option
     assert "Skip files .gitignore ignores." in text
     assert "Exit codes: 0 nothing" in " ".join(text.split())
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("scan", "--format", "jsn", "."), "'jsn' is not one of 'text', 'json', 'sarif', "),
+        (("rewrite", "--mode", "ful", "."), "'ful' is not one of 'full-bf16', "),
+    ],
+)
+def test_a_value_an_option_does_not_take_is_named_with_the_nearest_it_does(
+    tmp_path: Path, args: tuple[str, ...], said: str
+) -> None:
+    result = run_cli(*args, cwd=tmp_path)
+    assert result.returncode == 2
+    assert said in result.stderr
+    assert "Value error" not in result.stderr
+    nearest = "json" if args[0] == "scan" else "full-bf16"
+    assert f"; did you mean '{nearest}'?" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_no_suggestion_where_nothing_is_near_and_click_errors_keep_their_exit_code(
+    tmp_path: Path,
+) -> None:
+    far = run_cli("scan", "--format", "xyzzy", ".", cwd=tmp_path)
+    assert far.returncode == 2 and "did you mean" not in far.stderr
+    unknown = run_cli("scan", "--no-such-option", cwd=tmp_path)
+    assert unknown.returncode == 2 and "No such option: --no-such-option" in unknown.stderr

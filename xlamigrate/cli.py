@@ -7,6 +7,8 @@ Exit codes (as ruff): 0 nothing found, 1 findings or files that could not be che
 from __future__ import annotations
 
 import contextlib
+import difflib
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -103,7 +105,7 @@ def scan(
     paths: Annotated[
         list[Path] | None,
         typer.Argument(
-            metavar="[PATHS]...",
+            metavar="PATHS",
             help="Files or folders to scan (default: the current folder).",
         ),
     ] = None,
@@ -331,7 +333,7 @@ class Target(str, Enum):
 def rewrite(
     paths: Annotated[
         list[Path] | None,
-        typer.Argument(metavar="[PATHS]...", help="Files or folders to rewrite (default: .)."),
+        typer.Argument(metavar="PATHS", help="Files or folders to rewrite (default: .)."),
     ] = None,
     mode: Annotated[
         Mode | None,
@@ -665,16 +667,45 @@ def rule(
 
 
 def main() -> None:
-    """Console-script entry point: any unexpected crash becomes exit code 2 with a message."""
+    """Console-script entry point: usage errors as click words them (a value an option does not
+    take, with the nearest one it does); any unexpected crash becomes exit code 2."""
     try:
-        app()
+        code = app(standalone_mode=False)
+    except typer.BadParameter as error:
+        error.message = _suggested(error.message)
+        error.show()
+        sys.exit(error.exit_code)
+    except typer.Abort:
+        typer.echo("Aborted!", err=True)
+        sys.exit(1)
     except SystemExit:
         raise
     except KeyboardInterrupt:
         sys.exit(130)
-    except Exception as error:  # pragma: no cover - a bug; still honour the exit-code contract
+    except Exception as error:
+        show, exit_code = getattr(error, "show", None), getattr(error, "exit_code", None)
+        if callable(show) and isinstance(exit_code, int):  # click's own: no such option...
+            show()
+            sys.exit(exit_code)
+        # (a bug: still honour the exit-code contract)
         typer.echo(f"xlamigrate: internal error: {type(error).__name__}: {error}", err=True)
         sys.exit(EXIT_ERROR)
+    sys.exit(code if isinstance(code, int) else EXIT_CLEAN)
+
+
+_NOT_ONE_OF = re.compile(r"'(?P<given>[^']*)' is not one of (?P<choices>.*?)\.?$")
+
+
+def _suggested(message: str) -> str:
+    """The message without the validator's "Value error, " and, for a value that is not one of
+    the choices, the nearest choice (`'jsn' is not one of ...; did you mean 'json'?`)."""
+    message = message.removeprefix("Value error, ")
+    found = _NOT_ONE_OF.search(message)
+    if found is None:
+        return message
+    choices = re.findall(r"'([^']*)'", found["choices"])
+    near = difflib.get_close_matches(found["given"], choices, n=1, cutoff=0.5)
+    return f"{message.rstrip('.')}; did you mean '{near[0]}'?" if near else message
 
 
 if __name__ == "__main__":
