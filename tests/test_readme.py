@@ -27,6 +27,9 @@ def test_readme_example_output_matches_a_real_scan_of_examples() -> None:
     assert documented and printed == documented
     summary = block.strip().splitlines()[-1]
     assert result.stderr.strip() == summary
+    words = {4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight"}
+    said = f"scans the shipped example scripts: it prints {words[len(printed)]}\nfindings"
+    assert said in readme  # the quick start's own count
 
 
 VERIFY_COMMAND = (
