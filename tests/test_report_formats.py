@@ -449,3 +449,24 @@ def test_text_on_a_terminal_is_coloured_by_rich(project: Path, report: dict[str,
     assert f"train.py:2:1: XM101 {first['message']}" in plain
     assert "broken.py:2: XM901 " in plain
     assert b"(4 files scanned)." in stderr
+
+
+def test_text_on_a_narrow_terminal_keeps_each_finding_on_one_line() -> None:
+    """As ruff's concise output: rich does not hard-wrap a long message into several lines (the
+    terminal wraps it for the eye; a copy of it is still one line)."""
+    from rich.console import Console
+
+    from xlamigrate.model import FileError, Finding, Fix, ScanReport, Span
+    from xlamigrate.report.rich_text import print_report
+
+    long = 'XLA_USE_BF16 set to "1" (on); ' + "a long explanation " * 12
+    finding = Finding("XM101", "train.py", Span(3, 1, 3, 30), "error", long, fix=Fix("manual"))
+    error = FileError("broken.py", 2, "could not parse: " + "invalid syntax " * 10)
+    console = Console(width=40, record=True, force_terminal=True, highlight=False)
+    print_report(ScanReport(files_scanned=2, findings=(finding,), errors=(error,)), console)
+    lines = console.export_text().splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith("train.py:3:1: XM101 XLA_USE_BF16") and lines[0].endswith(
+        "[fix: manual]"
+    )
+    assert lines[1].startswith("broken.py:2: XM901 could not parse")

@@ -22,11 +22,11 @@ def print_report(report: ScanReport, console: Console | None = None) -> None:
         line.append(f" {finding.message}")
         if finding.fix:
             line.append(f" [fix: {finding.fix.applicability}]", style="dim")
-        console.print(line)
+        console.print(line, soft_wrap=True)  # one line per finding: the terminal wraps it
     for error in report.errors:
         line = Text()
         line.append(location(error.path, error.line, None), style="bold")
         line.append(": ")
         line.append(error.code, style=_STYLES["error"])
         line.append(f" {error.message}")
-        console.print(line)
+        console.print(line, soft_wrap=True)  # one line per finding: the terminal wraps it
