@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
+from xlamigrate.model import Finding
+
 # None: the comment suppresses every code on its line.
 Suppressions = Mapping[int, frozenset[str] | None]
 
@@ -24,6 +26,11 @@ def parse_suppressions(comments: Iterable[tuple[int, str]]) -> Suppressions:
                 found = _split(codes) if codes else None
                 table[line] = _merge(table.get(line, frozenset()), found)
     return table
+
+
+def finding_suppressed(finding: Finding, table: Suppressions) -> bool:
+    """A finding is suppressed by a comment on its first or last line naming its code."""
+    return is_suppressed(finding.code, {finding.span.line, finding.span.end_line}, table)
 
 
 def is_suppressed(code: str, lines: Iterable[int], table: Suppressions) -> bool:

@@ -25,7 +25,7 @@ from xlamigrate.model import FileError, FileResult, Finding, RewriteOutcome
 from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING, merge_auto_cast_none
 from xlamigrate.project.launchers import is_enabling
 from xlamigrate.request import STANDALONE, FileContext, RewriteRequest
-from xlamigrate.suppression import is_suppressed, parse_suppressions
+from xlamigrate.suppression import finding_suppressed, parse_suppressions
 from xlamigrate.xlavariables import variable_findings, variable_names
 
 _AUTO_CAST_NONE = "--auto-cast=none"
@@ -139,9 +139,7 @@ def _reported(
         )
     table = parse_suppressions(hash_comments(text)) if pairs else {}
     return [
-        (access, finding)
-        for access, finding in pairs
-        if not is_suppressed(finding.code, {finding.span.line, finding.span.end_line}, table)
+        (access, finding) for access, finding in pairs if not finding_suppressed(finding, table)
     ]
 
 
@@ -208,7 +206,7 @@ def _variables(
         enabled,
     )
     table = parse_suppressions(hash_comments(text)) if found else {}
-    return [f for f in found if not is_suppressed(f.code, {f.span.line, f.span.end_line}, table)]
+    return [f for f in found if not finding_suppressed(f, table)]
 
 
 def rewrite_text(

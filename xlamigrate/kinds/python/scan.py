@@ -31,7 +31,7 @@ from xlamigrate.kinds.python.envaccess import (
 from xlamigrate.model import FileError, FileResult, Finding, Fix, Span
 from xlamigrate.neuronflags import RECIPE_VARIABLES
 from xlamigrate.request import STANDALONE, FileContext
-from xlamigrate.suppression import is_suppressed, parse_suppressions
+from xlamigrate.suppression import finding_suppressed, parse_suppressions
 
 if TYPE_CHECKING:
     from xlamigrate.kinds.python.training import TrainingScript
@@ -185,7 +185,7 @@ def python_variables(
     if not _commented(lines, found):
         return found
     table = parse_suppressions(_comments(source))
-    return [f for f in found if not is_suppressed(f.code, {f.span.line, f.span.end_line}, table)]
+    return [f for f in found if not finding_suppressed(f, table)]
 
 
 def _commented(lines: SourceLines, findings: list[Finding]) -> bool:
@@ -224,11 +224,7 @@ def api_pairs(
     if not _commented(lines, [finding for _, finding in paired]):
         return paired  # no comment on a finding's line: nothing suppresses one (no tokenizing)
     table = parse_suppressions(_comments(source))
-    return [
-        (found, finding)
-        for found, finding in paired
-        if not is_suppressed(finding.code, {finding.span.line, finding.span.end_line}, table)
-    ]
+    return [(found, finding) for found, finding in paired if not finding_suppressed(finding, table)]
 
 
 def _decoded(data: bytes) -> str:
@@ -256,11 +252,7 @@ def reported(
     if not _commented(SourceLines(source), [finding for _, finding in pairs]):
         return pairs  # no comment on a finding's line: nothing suppresses it (no tokenizing)
     table = parse_suppressions(_comments(source))
-    return [
-        (item, finding)
-        for item, finding in pairs
-        if not is_suppressed(finding.code, {finding.span.line, finding.span.end_line}, table)
-    ]
+    return [(item, finding) for item, finding in pairs if not finding_suppressed(finding, table)]
 
 
 def kept_for_children(
