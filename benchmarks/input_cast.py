@@ -20,7 +20,7 @@ import time
 import torch
 from torch import nn
 
-from xlamigrate.runtime.casting import cast_floating, cast_inputs_to_module_dtype, module_dtype
+from xlamigrate_runtime.casting import cast_floating, cast_inputs_to_module_dtype, module_dtype
 
 
 def encoder(layers: int, width: int) -> nn.Module:

@@ -41,13 +41,13 @@ from dataclasses import dataclass
 import torch
 from torch.optim import Optimizer
 
-from xlamigrate.runtime import native
-from xlamigrate.runtime.optim import (
+from xlamigrate_runtime import native
+from xlamigrate_runtime.optim import (
     AdamW_FP32ParamsCopy,
     FP32ParamsCopy,
     StochasticRoundingOptimizer,
 )
-from xlamigrate.runtime.rounding import stochastic_round_to_bf16
+from xlamigrate_runtime.rounding import stochastic_round_to_bf16
 
 LR = 1e-4
 FULL_SIZES = (10_000_000, 100_000_000)

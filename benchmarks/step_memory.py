@@ -22,7 +22,7 @@ from runtime_optimizers import MODES, Mode, adamw, shapes  # (beside this script
 from torch.profiler import ProfilerActivity, profile
 from torch.profiler._memory_profiler import MemoryProfileTimeline
 
-from xlamigrate.runtime.optim import StochasticRoundingOptimizer
+from xlamigrate_runtime.optim import StochasticRoundingOptimizer
 
 SMALL_BUCKET = 1 << 20  # a StochasticRoundingOptimizer bucket well below the model's size
 

@@ -51,7 +51,7 @@ NOT_AS_ROOT = pytest.mark.skipif(
 def run_cli(command: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """The CLI on the precision fixtures, with the precision rules alone (their .out files say
     what the files become; tests/test_xla_apis.py covers the torch-xla API rules)."""
-    return cli(command, *args, "--ignore", "XM5", cwd=cwd)
+    return cli(command, *args, "--ignore", ",".join(PRECISION_IGNORE), cwd=cwd)
 
 
 def mlp(mode: str = "full-bf16", kind: str = "in") -> bytes:
@@ -92,7 +92,7 @@ CASTS = [
 FLAG_CELL_REWRITTEN = {
     "full-bf16": [
         *FLAG_CELL_HEAD,
-        "from xlamigrate.runtime import cast_inputs_to_module_dtype\n",
+        "from xlamigrate_runtime import cast_inputs_to_module_dtype\n",
         "\n",
         'os.environ["NEURON_RT_STOCHASTIC_ROUNDING_EN"] = "1"\n',
         MODEL,
@@ -102,7 +102,7 @@ FLAG_CELL_REWRITTEN = {
     ],
     "fp32-copy": [
         *FLAG_CELL_HEAD,
-        "from xlamigrate.runtime import FP32ParamsCopy, cast_inputs_to_module_dtype\n",
+        "from xlamigrate_runtime import FP32ParamsCopy, cast_inputs_to_module_dtype\n",
         "\n",
         MODEL,
         *CASTS,
@@ -404,7 +404,7 @@ def build(root: Path) -> Path:
 def start_cli(*args: str, cwd: Path) -> subprocess.Popen[str]:
     """(As `run_cli`: the precision rules alone.)"""
     return subprocess.Popen(
-        [sys.executable, "-m", "xlamigrate.cli", *args, "--ignore", "XM5"],
+        [sys.executable, "-m", "xlamigrate.cli", *args, "--ignore", ",".join(PRECISION_IGNORE)],
         cwd=cwd,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -853,7 +853,7 @@ EDIT_AFTER_PLANNING = textwrap.dedent(
         return report
 
     xlamigrate.engine.rewrite_paths = plan_then_edit
-    sys.argv = ["xlamigrate", *sys.argv[1:], "--ignore", "XM5"]
+    sys.argv = ["xlamigrate", *sys.argv[1:], "--ignore", "XM5,XM409"]
     main()
     """
 )

@@ -14,9 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import typer
+from typer.core import TyperArgument
 
 import xlamigrate
 from tests.conftest import ROOT
+from xlamigrate.cli import app
 
 WRITE_USE_BF16 = 'import os\nos.environ["XLA_USE_BF16"] = "1"\n'
 # One finding of each access kind: XM101 write (line 2), XM201 read (line 3), XM202 delete (line 4).
@@ -694,6 +697,109 @@ def test_help_names_values_plainly_describes_every_option_and_says_the_exit_code
         assert option in text, option
     assert "Skip files .gitignore ignores." in text
     assert "Exit codes: 0 nothing" in " ".join(text.split())
+
+
+# Every registered command, by name, as the console script builds them.
+COMMANDS = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+# A narrow terminal (click lays help out 50 wide at least), the default and a wide one.
+HELP_WIDTHS = ["40", "80", "200"]
+PYTHON_TYPES = ("list[", "<list", "Path]", "<path", "<int", "<str", "<float", "<bool", "range>")
+
+
+def help_output(*args: str, columns: str, cwd: Path) -> str:
+    """`xlamigrate ARGS --help` laid out for a terminal COLUMNS wide, whatever this one is."""
+    result = subprocess.run(
+        [sys.executable, "-m", "xlamigrate.cli", *args, "--help"],
+        cwd=cwd, capture_output=True, text=True, timeout=60,
+        env={**os.environ, "COLUMNS": columns},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def listed_commands(text: str) -> dict[str, str]:
+    """The Commands section of a help: each command's summary, its wrapped lines joined."""
+    assert "\nCommands:\n" in text, text
+    summaries: dict[str, str] = {}
+    name = ""
+    for line in text.split("\nCommands:\n", 1)[1].splitlines():
+        if not line.strip():
+            break
+        entry = re.match(r"^  (\S+)(?:\s{2,}(\S.*))?$", line)
+        if entry:
+            name = entry[1]
+            summaries[name] = entry[2] or ""
+        else:  # a continuation line (click wraps at spaces and after hyphens)
+            joiner = "" if summaries[name].endswith("-") else " "
+            summaries[name] = (summaries[name] + joiner + line.strip()).strip()
+    return summaries
+
+
+def test_the_help_knows_every_command() -> None:
+    assert list(COMMANDS) == ["scan", "rewrite", "verify", "rule"]
+
+
+@pytest.mark.parametrize("columns", HELP_WIDTHS)
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_no_help_shows_a_python_type(tmp_path: Path, command: str, columns: str) -> None:
+    text = help_output(command, columns=columns, cwd=tmp_path)
+    for python_type in PYTHON_TYPES:
+        assert python_type not in text, (python_type, text)
+    for placeholder in re.findall(r"<([^<>\s]*)>", text):
+        assert "|" in placeholder, placeholder  # only an option's choices, as <text|json>
+    section = text.split("\nArguments:\n", 1)[1].split("\n\n", 1)[0]
+    arguments = [p for p in COMMANDS[command].params if isinstance(p, TyperArgument)]
+    assert arguments, command  # every command takes one: the section is checked, not skipped
+    for argument in arguments:
+        name = argument.display_name_raw + ("..." if argument.nargs != 1 else "")
+        assert re.search(rf"^  {re.escape(name)}(  |$)", section, re.MULTILINE), (name, text)
+
+
+@pytest.mark.parametrize("columns", HELP_WIDTHS)
+def test_an_argument_reads_as_its_usage_names_it_with_its_description(
+    tmp_path: Path, columns: str
+) -> None:
+    scan_help = " ".join(help_output("scan", columns=columns, cwd=tmp_path).split())
+    assert "scan [OPTIONS] [PATHS]..." in scan_help
+    assert "Arguments: PATHS... Files or folders to scan (default: the current folder)." in (
+        scan_help
+    )
+    verify_help = " ".join(help_output("verify", columns=columns, cwd=tmp_path).split())
+    assert "verify [OPTIONS] {SCRIPT} [ARGS]..." in verify_help
+    assert "Arguments: SCRIPT The training script," in verify_help
+    assert " ARGS... After `--`: " in verify_help
+    for option in ("--steps N ", "--rtol FRACTION ", "--legacy-env NAME=VALUE ", "--plot FILE "):
+        assert option in verify_help, option
+    assert "-m, --mode <full-bf16|fp32-copy|autocast|all> " in verify_help
+
+
+@pytest.mark.parametrize("columns", HELP_WIDTHS)
+def test_top_level_help_lists_every_command_with_its_whole_summary(
+    tmp_path: Path, columns: str
+) -> None:
+    summaries = listed_commands(help_output(columns=columns, cwd=tmp_path))
+    assert list(summaries) == list(COMMANDS)
+    for name, command in COMMANDS.items():
+        summary = summaries[name]
+        assert not summary.endswith(("...", "\u2026")), (name, summary)
+        assert summary[:1].isupper() and summary.endswith("."), (name, summary)
+        # (its own sentence, given whole, not the docstring's first line that typer cuts)
+        assert summary == command.short_help, (name, summary)
+    assert summaries["verify"] == (
+        "Compare how a script and its rewrites train on torch-xla's CPU."
+    )  # typer cut the docstring's first line to "... on torch-xla's CPU device..."
+    assert summaries["rule"] == "Explain a rule, or list them all."
+
+
+def test_python_m_help_lists_the_commands_as_the_console_script_does(tmp_path: Path) -> None:
+    from_module = help_output(columns="80", cwd=tmp_path)
+    in_process = subprocess.run(
+        [sys.executable, "-c", "from xlamigrate.cli import main; main()", "--help"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        env={**os.environ, "COLUMNS": "80"},
+    )  # fmt: skip
+    assert in_process.returncode == 0, in_process.stderr
+    assert listed_commands(in_process.stdout) == listed_commands(from_module)
 
 
 @pytest.mark.parametrize(

@@ -385,7 +385,7 @@ def test_new_imports_go_below_the_cell_magics_of_the_first_cell(catalogue: Catal
             "model = torch.nn.Linear(4, 1).to(xm.xla_device())\n",
         )
     )
-    assert cells[0].startswith("%%time\nimport os\nfrom xlamigrate.runtime import ")
+    assert cells[0].startswith("%%time\nimport os\nfrom xlamigrate_runtime import ")
 
 
 def test_masked_lines_come_back_as_they_were(catalogue: Catalogue) -> None:
@@ -406,7 +406,7 @@ def test_masked_lines_come_back_as_they_were(catalogue: Catalogue) -> None:
         "%pip install -q transformers\n"
         "import os\n"
         "import torch\n"
-        "from xlamigrate.runtime import FP32ParamsCopy, cast_inputs_to_module_dtype\n"
+        "from xlamigrate_runtime import FP32ParamsCopy, cast_inputs_to_module_dtype\n"
         "\n"
         "for n in (1, 2):\n"
         "    !echo {n}\n"

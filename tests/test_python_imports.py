@@ -13,7 +13,7 @@ from libcst.codemod.visitors import AddImportsVisitor
 
 from xlamigrate.kinds.python.imports import Needed, add_imports, is_imported
 
-RUNTIME = "xlamigrate.runtime"
+RUNTIME = "xlamigrate_runtime"
 NEEDS: tuple[Needed, ...] = (
     ("os", None),
     ("torch", None),
@@ -41,11 +41,11 @@ HEADS = {
     "future import": "from __future__ import annotations\n\nimport sys\nx = 1\n",
     "comment before code": "import sys\n# a comment\nx = 1\n",
     "blank then comment": "import sys\n\n# a comment\nx = 1\n",
-    "runtime imported from": "from xlamigrate.runtime import FP32ParamsCopy\nx = 1\n",
-    "runtime parenthesised": "from xlamigrate.runtime import (\n    FP32ParamsCopy,\n)\nx = 1\n",
-    "runtime star": "from xlamigrate.runtime import *\nx = 1\n",
-    "runtime below code": "import sys\nx = 1\nfrom xlamigrate.runtime import FP32ParamsCopy\n",
-    "relative import": "from . import runtime\nfrom .xlamigrate.runtime import helper\nx = 1\n",
+    "runtime imported from": "from xlamigrate_runtime import FP32ParamsCopy\nx = 1\n",
+    "runtime parenthesised": "from xlamigrate_runtime import (\n    FP32ParamsCopy,\n)\nx = 1\n",
+    "runtime star": "from xlamigrate_runtime import *\nx = 1\n",
+    "runtime below code": "import sys\nx = 1\nfrom xlamigrate_runtime import FP32ParamsCopy\n",
+    "relative import": "from . import runtime\nfrom .xlamigrate_runtime import helper\nx = 1\n",
     "aliased imports": "import torch as T\nimport os.path\nfrom os import environ as env\nx = 1\n",
     "two on a line": "import sys; import os\nx = 1\n",
     "strict flag": "__strict__ = True\nimport sys\nx = 1\n",
@@ -74,8 +74,8 @@ LINES = (
     "import torch",
     "import os.path",
     "from os import environ",
-    "from xlamigrate.runtime import FP32ParamsCopy",
-    "from xlamigrate.runtime import helper as h",
+    "from xlamigrate_runtime import FP32ParamsCopy",
+    "from xlamigrate_runtime import helper as h",
     "from __future__ import annotations",
     "# a comment",
     "",
@@ -102,5 +102,5 @@ def test_generated_heads_get_the_same_imports_as_with_libcst(
 
 
 def test_a_module_that_imports_everything_is_returned_as_it_is() -> None:
-    module = cst.parse_module("import os\nimport torch\nfrom xlamigrate.runtime import *\n")
+    module = cst.parse_module("import os\nimport torch\nfrom xlamigrate_runtime import *\n")
     assert add_imports(module, NEEDS) is module

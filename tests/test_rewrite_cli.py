@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import xlamigrate
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, PRECISION_IGNORE
 from tests.test_cli import run_cli, write_files
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.engine import _POOL_MIN_BYTES
@@ -49,7 +49,7 @@ UNSAFE_FIXED = (
     "import sys\n"
     "\n"
     "import torch\n"
-    "from xlamigrate.runtime import cast_inputs_to_module_dtype\n"
+    "from xlamigrate_runtime import cast_inputs_to_module_dtype\n"
     "\n"
     "value = sys.argv[1]\n"
     'os.environ["NEURON_RT_STOCHASTIC_ROUNDING_EN"] = "1"\n'
@@ -88,7 +88,7 @@ def expected_remaining(mode: str, case: str) -> list[str]:
 def rewrite(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """`xlamigrate rewrite`, the precision migration alone: the fixtures here specify it (the
     torch-xla API rules' CLI tests are in tests/test_xla_apis_cli.py)."""
-    return run_cli("rewrite", *args, "--ignore", "XM5", cwd=cwd)
+    return run_cli("rewrite", *args, "--ignore", ",".join(PRECISION_IGNORE), cwd=cwd)
 
 
 def rewrite_json(*args: str, cwd: Path, expect_exit: int) -> dict[str, Any]:
@@ -339,7 +339,7 @@ def test_json_report_lists_changes_fixes_remaining_findings_and_errors(
     )
     assert [entry["path"] for entry in document["files"]] == ["reads.py", "train.py"]
     for entry in document["files"]:
-        assert set(entry) == {"path", "changed", "fixes", "remaining"}
+        assert set(entry) == {"path", "changed", "created", "why", "fixes", "remaining"}
         for finding in entry["fixes"] + entry["remaining"]:
             assert set(finding) == finding_keys
             assert finding["path"] == entry["path"]
@@ -834,13 +834,14 @@ def test_diff_shows_each_launcher_with_its_scripts_and_git_applies_it(tmp_path: 
         "--- a/run_pretrain.sh",
         "--- a/pretrain.py",
         "--- a/aaa_alone.py",  # a file of no launcher: after the groups
+        "--- a/requirements.txt",  # the runtime both scripts now import, declared once
     ]
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     patch = tmp_path / "change.diff"
     patch.write_text(result.stdout)
     subprocess.run(["git", "apply", "change.diff"], cwd=tmp_path, check=True)
     patch.unlink()
-    for path in ("run_pretrain.sh", "pretrain.py"):
+    for path in ("run_pretrain.sh", "pretrain.py", "requirements.txt"):
         assert (tmp_path / path).read_bytes() == (SWITCH / "fp32-copy" / path).read_bytes()
 
 

@@ -1,7 +1,7 @@
 """`xlamigrate rewrite` on latin-1 scripts with a PEP 263 coding cookie, through the CLI.
 
 Every recipe inserts imports at the top of the module (`import torch`, and for full-bf16 and
-fp32-copy `from xlamigrate.runtime import ...`). Python reads a coding cookie only on line 1 or
+fp32-copy `from xlamigrate_runtime import ...`). Python reads a coding cookie only on line 1 or
 2, so an import inserted above `# -*- coding: latin-1 -*-` on line 2 would move it out of
 reach: the file would then be read as UTF-8 and its latin-1 bytes (`caf\\xe9`) would no longer
 decode. Each variant here is rewritten in every mode, and the written bytes are checked the way
@@ -67,11 +67,11 @@ VARIANTS: dict[str, bytes] = {
 
 # The imports each mode's recipe needs here: (module, name), name None for `import module`.
 ADDED_IMPORTS: dict[str, set[tuple[str, str | None]]] = {
-    "full-bf16": {("torch", None), ("xlamigrate.runtime", "cast_inputs_to_module_dtype")},
+    "full-bf16": {("torch", None), ("xlamigrate_runtime", "cast_inputs_to_module_dtype")},
     "fp32-copy": {
         ("torch", None),
-        ("xlamigrate.runtime", "cast_inputs_to_module_dtype"),
-        ("xlamigrate.runtime", "FP32ParamsCopy"),
+        ("xlamigrate_runtime", "cast_inputs_to_module_dtype"),
+        ("xlamigrate_runtime", "FP32ParamsCopy"),
     },
     "autocast": {("torch", None)},
 }

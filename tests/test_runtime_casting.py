@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch import nn
 
-from xlamigrate.runtime.casting import cast_floating, cast_inputs_to_module_dtype
+from xlamigrate_runtime.casting import cast_floating, cast_inputs_to_module_dtype
 
 Batch = namedtuple("Batch", ["features", "ids"])
 

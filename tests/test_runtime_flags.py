@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from xlamigrate.runtime.flags import (
+from xlamigrate_runtime.flags import (
     autocast_device_type,
     bf16_autocast,
     disable_neuron_auto_cast,

@@ -17,8 +17,8 @@ import pytest
 import torch
 
 from tests.conftest import needs_c_compiler
-from xlamigrate.runtime import native
-from xlamigrate.runtime.rounding import stochastic_round_to_bf16
+from xlamigrate_runtime import native
+from xlamigrate_runtime.rounding import stochastic_round_to_bf16
 
 pytestmark = needs_c_compiler
 
@@ -300,7 +300,7 @@ def test_a_library_that_is_not_the_build_it_recorded_is_built_again(tmp_path: Pa
     recorded beside the build does not match, so it is built again."""
     cache = tmp_path / "cache"
     build = (  # built in another process: a library is loaded once per process and path
-        "import sys; from pathlib import Path; from xlamigrate.runtime import native; "
+        "import sys; from pathlib import Path; from xlamigrate_runtime import native; "
         "print(native.load(cache_dir=Path(sys.argv[1]), compiler=native.find_compiler()).path)"
     )
     done = subprocess.run(

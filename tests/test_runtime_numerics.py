@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from xlamigrate.runtime import FP32ParamsCopy, StochasticRoundingOptimizer
+from xlamigrate_runtime import FP32ParamsCopy, StochasticRoundingOptimizer
 
 STEPS = 500
 LR = 1e-4

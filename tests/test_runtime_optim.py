@@ -13,9 +13,9 @@ import torch
 from torch import nn
 from torch.optim import Optimizer
 
-from xlamigrate.runtime import AdamW_FP32ParamsCopy, FP32ParamsCopy, StochasticRoundingOptimizer
-from xlamigrate.runtime.optim import keeps_fp32_grads
-from xlamigrate.runtime.rounding import is_bf16_rounding_of
+from xlamigrate_runtime import AdamW_FP32ParamsCopy, FP32ParamsCopy, StochasticRoundingOptimizer
+from xlamigrate_runtime.optim import keeps_fp32_grads
+from xlamigrate_runtime.rounding import is_bf16_rounding_of
 
 Wrapper = Callable[[Optimizer], Optimizer]
 WRAPPERS: dict[str, Wrapper] = {

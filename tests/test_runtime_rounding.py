@@ -8,10 +8,10 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-import xlamigrate.runtime.rounding as rounding
+import xlamigrate_runtime.rounding as rounding
 from tests.conftest import needs_c_compiler
-from xlamigrate.runtime import native
-from xlamigrate.runtime.rounding import (
+from xlamigrate_runtime import native
+from xlamigrate_runtime.rounding import (
     copy_all_stochastically_rounded_,
     copy_stochastically_rounded_,
     is_bf16_rounding_of,

@@ -18,11 +18,11 @@ from xlamigrate.catalogue import Catalogue
 from xlamigrate.engine import rewrite_source, scan_source
 from xlamigrate.kinds.python.rewrite import MODES
 from xlamigrate.kinds.shell.analysis import analyse
+from xlamigrate.kinds.shell.auto_cast import auto_cast_none_edits
 from xlamigrate.kinds.shell.render import render
 from xlamigrate.kinds.shell.syntax import parse
 from xlamigrate.kinds.shell.words import literal
 from xlamigrate.kinds.textaccess import TextAccess, TextEdit, apply_edits, hash_comments
-from xlamigrate.neuronflags import auto_cast_none_edits
 from xlamigrate.suppression import parse_suppressions
 
 LEGACY = frozenset(

@@ -16,7 +16,7 @@ from xlamigrate.verify.runs import RunResult, RunSpec, install_shim, run, run_en
 TRAIN = """
 import sys
 import torch
-from xlamigrate.runtime import FP32ParamsCopy
+from xlamigrate_runtime import FP32ParamsCopy
 
 torch.manual_seed(0)
 model = torch.nn.Linear(4, 1).to(torch.bfloat16)

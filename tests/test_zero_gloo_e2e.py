@@ -53,7 +53,7 @@ import torch.distributed
 
 from tests.conftest import ROOT
 from tests.test_rewrite_e2e import clean_env
-from xlamigrate.rulesdata import unwrappable_optimizers
+from xlamigrate.optimizer_facts import UNWRAPPABLE
 
 pytestmark = pytest.mark.skipif(
     not torch.distributed.is_available(), reason="this torch build has no torch.distributed"
@@ -211,7 +211,7 @@ def test_fp32_copy_leaves_the_zero_script_for_manual_work_with_the_reason(
     everything: Everything,
 ) -> None:
     done = everything.rewrites["fp32-copy"]
-    reason = unwrappable_optimizers()["ZeroRedundancyOptimizer"]
+    reason = UNWRAPPABLE["ZeroRedundancyOptimizer"]
     assert done.returncode == 1, done.output
     assert "XM408" in done.output
     assert "`ZeroRedundancyOptimizer`" in done.output

@@ -9,14 +9,14 @@ from typing import Any
 
 from xlamigrate.model import APPLICABILITIES, SEVERITIES, Applicability, Severity
 from xlamigrate.recipes.recipe import Recipe, recipe_from_table
-from xlamigrate.rulesdata import APIS_FILE, MODES_FILE, OPTIMIZERS_FILE, read_toml
+from xlamigrate.rulesdata import APIS_FILE, MODES_FILE, read_toml
 from xlamigrate.rulesdata import CatalogueError as CatalogueError
 from xlamigrate.rulesdata import rules_directory as rules_directory
 
 FLAGS_FILE = "flags.toml"
 LAUNCHERS_FILE = "launchers.toml"  # read by xlamigrate.kinds.launch
 PLATFORMS_FILE = "platforms.toml"  # read by xlamigrate.project.platform
-_NOT_RULES = frozenset({LAUNCHERS_FILE, PLATFORMS_FILE, OPTIMIZERS_FILE, APIS_FILE})
+_NOT_RULES = frozenset({LAUNCHERS_FILE, PLATFORMS_FILE, APIS_FILE})
 
 
 class UnknownCodeError(ValueError):

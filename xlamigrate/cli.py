@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn, cast
 
 import typer
+from typer.core import TyperArgument, TyperCommand
 
 from xlamigrate import __version__
 from xlamigrate.catalogue import Catalogue, CatalogueError, UnknownCodeError, load_catalogue
@@ -26,6 +27,8 @@ from xlamigrate.recipes import DEFAULT_MODE, MODES
 from xlamigrate.request import DEFAULT_SIGNAL, RewriteRequest
 
 if TYPE_CHECKING:
+    from typer._click import Context, HelpFormatter
+
     from xlamigrate.progress import Progress
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -42,6 +45,28 @@ app = typer.Typer(
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+class _Command(TyperCommand):
+    """A command whose help names each argument as its usage line does, `PATHS...`, with no
+    Python type after it: typer writes `PATHS <list[Path]>`, and a metavar hides the type of an
+    option but not of an argument. (Every command is made with `cls=_Command`.)"""
+
+    def format_options(self, ctx: Context, formatter: HelpFormatter) -> None:
+        arguments, options = [], []
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            if isinstance(param, TyperArgument):
+                name = param.display_name_raw + ("..." if param.nargs != 1 else "")
+                arguments.append((name, record[1]))  # (its help, with [default: ...] if any)
+            else:
+                options.append(record)
+        for title, rows in (("Arguments", arguments), ("Options", options)):
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
 
 
 class OutputFormat(str, Enum):
@@ -98,8 +123,10 @@ def _catalogue() -> Catalogue:
 
 
 @app.command(
+    cls=_Command,
+    short_help="Report legacy precision flags and outdated torch-xla APIs.",
     epilog="Exit codes: 0 nothing found; 1 findings, or files that could not be parsed; 2 usage,"
-    " configuration or internal error."
+    " configuration or internal error.",
 )
 def scan(
     paths: Annotated[
@@ -267,7 +294,7 @@ def _settings(
 def _write_rewrites(report: RewriteReport, sources: dict[str, Path]) -> RewriteReport:
     """Writes each changed file; a file that could not be written is reported as unchanged."""
     from xlamigrate.positions import as_written
-    from xlamigrate.writer import WriteError, write_atomically
+    from xlamigrate.writer import WriteError, create_file, write_atomically
 
     outcomes = []
     errors = list(report.errors)
@@ -275,7 +302,10 @@ def _write_rewrites(report: RewriteReport, sources: dict[str, Path]) -> RewriteR
         if outcome.changed and outcome.rewritten is not None:
             try:
                 where = sources.get(outcome.path, Path(outcome.path))  # a launched script
-                write_atomically(where, outcome.rewritten, outcome.original)
+                if outcome.created:
+                    create_file(where, outcome.rewritten)
+                else:
+                    write_atomically(where, outcome.rewritten, outcome.original)
             except WriteError as error:
                 errors.append(FileError(outcome.path, None, str(error), code="XM902"))
                 outcome = replace(outcome, rewritten=None, fixed=())
@@ -325,10 +355,17 @@ class Target(str, Enum):
     tpu = "tpu"
 
 
+class Runtime(str, Enum):
+    package = "package"
+    vendor = "vendor"
+
+
 @app.command(
+    cls=_Command,
+    short_help="Rewrite code to an explicit BF16 recipe and current torch-xla APIs.",
     epilog="Exit codes: 0 nothing left to do; 1 a change pending (--diff, --check), findings"
     " left for manual work, or files that could not be rewritten; 2 usage, configuration or"
-    " internal error."
+    " internal error.",
 )
 def rewrite(
     paths: Annotated[
@@ -344,6 +381,15 @@ def rewrite(
         typer.Option(
             help="The platform (default: [tool.xlamigrate] target, else what each launcher says,"
             " else neuron)."
+        ),
+    ] = None,
+    runtime: Annotated[
+        Runtime | None,
+        typer.Option(
+            help="How rewritten scripts get the xlamigrate_runtime they import: package adds"
+            " xlamigrate-runtime to the project's requirements.txt or pyproject.toml; vendor"
+            " copies the package next to each script (default: [tool.xlamigrate] runtime, else"
+            " package)."
         ),
     ] = None,
     diff: Annotated[bool, typer.Option("--diff", help="Print a diff; write nothing.")] = False,
@@ -420,6 +466,7 @@ def rewrite(
         unsafe_fixes,
         target=target.value if target is not None else settings.target,
         signal=settings.signal or DEFAULT_SIGNAL,
+        runtime=runtime.value if runtime is not None else settings.runtime or "package",
     )
     if stdin_filename is not None:
         _rewrite_stdin(stdin_filename, paths, settings, catalogue, request, diff)
@@ -436,7 +483,9 @@ def rewrite(
     if apply:
         report = _write_rewrites(report, {s.display: s.path for s in discovery.files})
     diffs = {
-        outcome.path: unified_diff(outcome.path, outcome.original, outcome.rewritten)
+        outcome.path: unified_diff(
+            outcome.path, outcome.original, outcome.rewritten, outcome.created
+        )
         for outcome in report.outcomes
         if diff and outcome.changed and outcome.rewritten is not None
     }
@@ -455,20 +504,25 @@ def rewrite(
     raise typer.Exit(EXIT_FINDINGS if pending or left else EXIT_CLEAN)
 
 
-@app.command()
+@app.command(
+    cls=_Command,
+    short_help="Compare how a script and its rewrites train on torch-xla's CPU.",
+)
 def verify(
     script: Annotated[
         Path,
         typer.Argument(
+            metavar="SCRIPT",
             help="The training script, or the launcher (run.sh, a Kubernetes or compose YAML,"
-            " a Dockerfile) that uses a legacy flag."
+            " a Dockerfile) that uses a legacy flag.",
         ),
     ],
     script_args: Annotated[
         list[str] | None,
         typer.Argument(
+            metavar="ARGS",
             help="After `--`: the script's or launcher's arguments; for a YAML file the container"
-            " (job/container) to run; for a Dockerfile, what replaces its CMD."
+            " (job/container) to run; for a Dockerfile, what replaces its CMD.",
         ),
     ] = None,
     mode: Annotated[
@@ -476,23 +530,37 @@ def verify(
         typer.Option(
             "--mode",
             "-m",
+            metavar=f"<{'|'.join((*MODES, EVERY_MODE))}>",  # (not typer's `<list[...]>`)
             help="Recipe(s) to verify; repeat, or `all` (default: config, else full-bf16).",
         ),
     ] = None,
-    steps: Annotated[int, typer.Option(min=1, help="Optimizer steps per run.")] = 20,
+    steps: Annotated[int, typer.Option(min=1, metavar="N", help="Optimizer steps per run.")] = 20,
     rtol: Annotated[
-        float, typer.Option(min=0.0, help="Tolerated relative gap of the smoothed loss curves.")
+        float,
+        typer.Option(
+            min=0.0,
+            metavar="FRACTION",
+            help="Tolerated relative gap of the smoothed loss curves.",
+        ),
     ] = 0.05,
-    window: Annotated[int, typer.Option(min=1, help="Steps per trailing mean of the losses.")] = 5,
+    window: Annotated[
+        int, typer.Option(min=1, metavar="N", help="Steps per trailing mean of the losses.")
+    ] = 5,
     legacy_env: Annotated[
         list[str] | None,
         typer.Option(
-            "--legacy-env", help="NAME=VALUE for the original run only (a launcher's flag)."
+            "--legacy-env",
+            metavar="NAME=VALUE",
+            help="An environment variable for the original run only (a launcher's flag);"
+            " repeat for more.",
         ),
     ] = None,
     rewritten: Annotated[
         Path | None,
-        typer.Option(help="Verify this rewrite (made or edited by hand) instead of making one."),
+        typer.Option(
+            metavar="FILE",
+            help="Verify this rewrite (made or edited by hand) instead of making one.",
+        ),
     ] = None,
     target: Annotated[
         Target | None,
@@ -502,17 +570,24 @@ def verify(
         ),
     ] = None,
     plot: Annotated[
-        Path | None, typer.Option(help="Write a PNG chart of the curves (needs matplotlib).")
+        Path | None,
+        typer.Option(metavar="FILE", help="Write a PNG chart of the curves (needs matplotlib)."),
     ] = None,
     output_format: Annotated[
         RewriteFormat, typer.Option("--format", "--output-format", "-f", help="Output format.")
     ] = RewriteFormat.text,
-    timeout: Annotated[float, typer.Option(min=1.0, help="Seconds allowed per run.")] = 600.0,
-    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Runs at a time.")] = 2,
+    timeout: Annotated[
+        float, typer.Option(min=1.0, metavar="SECONDS", help="Seconds allowed per run.")
+    ] = 600.0,
+    jobs: Annotated[
+        int, typer.Option("--jobs", "-j", min=1, metavar="N", help="Runs at a time.")
+    ] = 2,
     unsafe_fixes: Annotated[
         bool, typer.Option("--unsafe-fixes", help="Also apply fixes marked unsafe.")
     ] = False,
-    config: Annotated[Path | None, typer.Option(help="pyproject.toml to read.")] = None,
+    config: Annotated[
+        Path | None, typer.Option(metavar="FILE", help="pyproject.toml to read.")
+    ] = None,
 ) -> None:
     """Run the script and its rewrite(s) on torch-xla's CPU device and compare their training.
 
@@ -633,9 +708,11 @@ def _rewrite_stdin(
     raise typer.Exit(EXIT_FINDINGS if left else EXIT_CLEAN)
 
 
-@app.command()
+@app.command(cls=_Command, short_help="Explain a rule, or list them all.")
 def rule(
-    code: Annotated[str | None, typer.Argument(help="The rule code, e.g. XM101.")] = None,
+    code: Annotated[
+        str | None, typer.Argument(metavar="CODE", help="The rule code, e.g. XM101.")
+    ] = None,
     show_all: Annotated[bool, typer.Option("--all", help="List every rule.")] = False,
 ) -> None:
     """Explain a rule, or list them all."""

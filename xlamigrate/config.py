@@ -21,6 +21,9 @@ from xlamigrate.catalogue import Catalogue, UnknownCodeError
 SECTION = "xlamigrate"
 _LIST_KEYS = ("select", "ignore", "exclude")
 _TARGETS = ("neuron", "tpu")
+# How rewritten scripts get the runtime they import: a dependency the project declares, or a
+# copy of the package written next to them.
+RUNTIMES = ("package", "vendor")
 
 
 class ConfigError(Exception):
@@ -41,6 +44,7 @@ class Settings:
     # The oldest torch-xla the project runs on, where its pins must not decide (API fixes
     # newer than it are reported instead).
     torch_xla_version: Version | None = None
+    runtime: str | None = None  # "package" or "vendor": how rewritten scripts get the runtime
 
     def with_overrides(
         self,
@@ -82,7 +86,15 @@ def load_settings(
 
 
 def _settings_from_table(path: Path, table: dict[str, Any], catalogue: Catalogue) -> Settings:
-    known = {*_LIST_KEYS, "mode", "respect-gitignore", "signal", "target", "torch-xla-version"}
+    known = {
+        *_LIST_KEYS,
+        "mode",
+        "respect-gitignore",
+        "runtime",
+        "signal",
+        "target",
+        "torch-xla-version",
+    }
     unknown = sorted(set(table) - known)
     if unknown:
         raise ConfigError(
@@ -113,6 +125,9 @@ def _settings_from_table(path: Path, table: dict[str, Any], catalogue: Catalogue
     target = table.get("target")
     if target is not None and target not in _TARGETS:
         raise ConfigError(f"{path}: [tool.{SECTION}] target must be one of {', '.join(_TARGETS)}")
+    runtime = table.get("runtime")
+    if runtime is not None and runtime not in RUNTIMES:
+        raise ConfigError(f"{path}: [tool.{SECTION}] runtime must be one of {', '.join(RUNTIMES)}")
     version = table.get("torch-xla-version")
     try:
         torch_xla = Version.parse(version) if version is not None else None
@@ -130,6 +145,7 @@ def _settings_from_table(path: Path, table: dict[str, Any], catalogue: Catalogue
         signal=signal,
         target=target,
         torch_xla_version=torch_xla,
+        runtime=runtime,
     )
 
 

@@ -132,7 +132,7 @@ def rewrite_paths(
         progress.start(len(scripts) + len(others), "rewriting")
         planned = layout.settle(scripts, task, workers, progress)
         planned += workers.run(layout.with_contexts(others), task, progress)
-    outcomes = sorted(planned, key=lambda outcome: outcome.path)
+    outcomes = _with_runtime(planned, discovery, settings, catalogue, request, enabled)
     errors = [*unreadable, *(e for outcome in outcomes for e in outcome.errors)]
     return RewriteReport(
         files_scanned=len(discovery.files),
@@ -140,6 +140,29 @@ def rewrite_paths(
         errors=tuple(sorted(errors, key=lambda e: (e.path, e.line or 0))),
         launches=layout.edges(),
     )
+
+
+def _with_runtime(
+    planned: list[RewriteOutcome],
+    discovery: Discovery,
+    settings: Settings,
+    catalogue: Catalogue,
+    request: RewriteRequest,
+    enabled: frozenset[str],
+) -> list[RewriteOutcome]:
+    """The outcomes, with the project's dependency list declaring the runtime that rewritten
+    scripts import (or XM409 naming what to edit), or with the runtime copied beside them."""
+    from xlamigrate.project import dependencies
+
+    sources = {source.display: source.path for source in discovery.files}
+    if request.runtime == "vendor":
+        added = dependencies.vendor_runtime(planned, sources)
+    else:
+        report = dependencies.RUNTIME_NOT_DECLARED in enabled
+        planned, added = dependencies.declare_runtime(
+            planned, sources, settings.root, catalogue, report
+        )
+    return sorted([*planned, *added], key=lambda outcome: outcome.path)
 
 
 @dataclass

@@ -113,6 +113,8 @@ class RewriteOutcome:
     errors: tuple[FileError, ...] = ()
     # A launched script whose recipe could not go in whole: why (its launchers keep the flag).
     unapplied: str | None = None
+    created: bool = False  # a file the rewrite adds (`--runtime vendor`): `original` is empty
+    why: str | None = None  # a change that fixes no finding: what it is for
 
     @property
     def changed(self) -> bool:

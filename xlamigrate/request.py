@@ -28,6 +28,9 @@ class RewriteRequest:
     # launchers start (whether each takes its recipe). A Python file is then never parsed by
     # libcst, so an edit libcst could not write shows only when the rewrite runs.
     plan_only: bool = False
+    # How the runtime rewritten scripts import reaches them: "package" declares
+    # `xlamigrate-runtime` in the project's dependencies, "vendor" copies it into the project.
+    runtime: str = "package"
 
     def __post_init__(self) -> None:
         recipe_of(self.mode)

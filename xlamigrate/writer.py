@@ -16,6 +16,16 @@ class WriteError(Exception):
     """A file that could not be written safely; it was left as it was."""
 
 
+def create_file(path: Path, data: bytes) -> None:
+    """Writes a new file (its folders too); an existing file is never overwritten."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("xb") as stream:
+            stream.write(data)
+    except OSError as error:
+        raise WriteError(f"could not create: {error.strerror or error}") from error
+
+
 def write_atomically(path: Path, new: bytes, expected_old: bytes) -> None:
     """Replaces the file's bytes with `new` via a temporary file and a rename.
 
@@ -48,12 +58,14 @@ def write_atomically(path: Path, new: bytes, expected_old: bytes) -> None:
         raise
 
 
-def unified_diff(path: str, old: bytes, new: bytes) -> str:
-    """A `git diff`-style unified diff of two versions of a Python file, in its own encoding."""
-    encoding = _encoding(old)
+def unified_diff(path: str, old: bytes, new: bytes, created: bool = False) -> str:
+    """A `git diff`-style unified diff of two versions of a Python file, in its own encoding;
+    from /dev/null for a file the rewrite `created`."""
+    encoding = _encoding(new if created else old)
     before = old.decode(encoding).splitlines(keepends=True)
     after = new.decode(encoding).splitlines(keepends=True)
-    lines = difflib.unified_diff(before, after, fromfile=f"a/{path}", tofile=f"b/{path}")
+    source = "/dev/null" if created else f"a/{path}"
+    lines = difflib.unified_diff(before, after, fromfile=source, tofile=f"b/{path}")
     return "".join(
         line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines
     )

@@ -14,7 +14,7 @@ import warnings
 import torch
 from _common import emit, mlp, regression_data
 
-from xlamigrate.runtime import bf16_autocast, enable_stochastic_rounding
+from xlamigrate_runtime import bf16_autocast, enable_stochastic_rounding
 
 
 def runtime_warnings_from_enable() -> dict[str, object]:

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from _common import emit
 from torch import nn
 
-from xlamigrate.runtime import cast_inputs_to_module_dtype
+from xlamigrate_runtime import cast_inputs_to_module_dtype
 
 
 class PositionMixer(nn.Module):

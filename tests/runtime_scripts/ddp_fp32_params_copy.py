@@ -17,7 +17,7 @@ import torch.distributed as dist
 from _common import mlp, regression_data
 from torch.nn.parallel import DistributedDataParallel
 
-from xlamigrate.runtime import FP32ParamsCopy
+from xlamigrate_runtime import FP32ParamsCopy
 
 STEPS = 10
 MODES = {

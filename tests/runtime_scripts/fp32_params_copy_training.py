@@ -9,7 +9,7 @@ import argparse
 import torch
 from _common import emit, mlp, regression_data, values
 
-from xlamigrate.runtime import FP32ParamsCopy
+from xlamigrate_runtime import FP32ParamsCopy
 
 STEPS = 10
 LR = 1e-2

@@ -14,7 +14,7 @@ import torch_xla
 import torch_xla.core.xla_model as xm
 from _common import emit, mlp, regression_data
 
-from xlamigrate.runtime import FP32ParamsCopy
+from xlamigrate_runtime import FP32ParamsCopy
 
 LR = 1e-3  # updates of ~1e-4, below a bf16 ulp at these weights: masters drift from the params
 WARMUP_STEPS = 3

@@ -15,7 +15,7 @@ import torch_xla
 import torch_xla.core.xla_model as xm
 from _common import bf16_neighbours, emit, is_a_bf16_rounding, mlp, regression_data
 
-from xlamigrate.runtime import FP32ParamsCopy, StochasticRoundingOptimizer, stochastic_round_to_bf16
+from xlamigrate_runtime import FP32ParamsCopy, StochasticRoundingOptimizer, stochastic_round_to_bf16
 
 DRAWS = 4096
 SIGMAS = 5.0

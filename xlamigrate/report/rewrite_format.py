@@ -64,7 +64,10 @@ def render_text(report: RewriteReport, applied: bool) -> str:
     verb = "rewrote" if applied else "would rewrite"
     for outcome in report.outcomes:
         if outcome.changed:
-            lines.append(f"{outcome.path}: {verb} ({_plural(len(outcome.fixed), 'fix', 'fixes')})")
+            done = "created" if outcome.created and applied else verb
+            done = "would create" if outcome.created and not applied else done
+            what = outcome.why or _plural(len(outcome.fixed), "fix", "fixes")
+            lines.append(f"{outcome.path}: {done} ({what})")
         lines.extend(finding_line(finding) for finding in outcome.remaining)
     lines.extend(error_line(error) for error in report.errors)
     return "".join(line + "\n" for line in lines)
@@ -95,6 +98,8 @@ def _file_json(outcome: RewriteOutcome) -> dict[str, Any]:
     return {
         "path": outcome.path,
         "changed": outcome.changed,
+        "created": outcome.created,
+        "why": outcome.why,
         "fixes": [finding_json(finding) for finding in outcome.fixed],
         "remaining": [finding_json(finding) for finding in outcome.remaining],
     }

@@ -218,7 +218,7 @@ def diagnose(returncode: int | None, stderr: str, recorded: bool, timeout: float
             return (
                 f"crashed (exit code {returncode}) on mixed dtypes: float32 tensors meet "
                 "bf16 weights; cast the inputs where they enter the model "
-                "(xlamigrate.runtime.cast_inputs_to_module_dtype) or cast the tensors it makes"
+                "(xlamigrate_runtime.cast_inputs_to_module_dtype) or cast the tensors it makes"
             )
         return f"crashed (exit code {returncode})"
     if not recorded:

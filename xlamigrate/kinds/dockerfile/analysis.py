@@ -23,8 +23,9 @@ from xlamigrate.kinds.dockerfile.parse import (
     item_removals,
     parse,
 )
+from xlamigrate.kinds.shell.auto_cast import auto_cast_none_edits
 from xlamigrate.kinds.textaccess import TextAccess, TextAnalysis, TextEdit, TextMention
-from xlamigrate.neuronflags import NEURON_CC_FLAGS, auto_cast_none_edits
+from xlamigrate.neuronflags import NEURON_CC_FLAGS
 
 # Values written without quotes (the legacy ENV form also takes single spaces between words).
 _BARE = re.compile(r"[A-Za-z0-9_./:=,+@%-]*")

@@ -49,13 +49,13 @@ from xlamigrate.kinds.python.training import (
 )
 from xlamigrate.model import Finding, Fix, Span
 from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING, merge_auto_cast_none
+from xlamigrate.optimizer_facts import UNWRAPPABLE
 from xlamigrate.project.model import Configuration, ScriptRecipe
 from xlamigrate.recipes import EnvironmentEdits
 from xlamigrate.request import FileContext, RewriteRequest
-from xlamigrate.rulesdata import unwrappable_optimizers
 
 _Item = TypeVar("_Item")
-RUNTIME = "xlamigrate.runtime"
+RUNTIME = "xlamigrate_runtime"
 _AUTOCAST = 'torch.autocast(dtype=torch.bfloat16, device_type="xla")'
 RECIPE_PROBLEMS = ("XM401", "XM402", "XM403", "XM406", "XM408")
 _BARE_PARENTS = (ast.If, ast.While, ast.IfExp, ast.Assert, ast.Assign, ast.Return)
@@ -590,11 +590,10 @@ class Planner:
             else:
                 self.plan.insert_after(place, block)
         if wrap_optimizer:
-            unwrappable = unwrappable_optimizers()
             for site in sites:
                 name = script.code(site.call.func).rsplit(".", 1)[-1]
-                if name in unwrappable:  # the recipe cannot go in whole: its writes stay
-                    subject = f"`{name}` ({unwrappable[name]})"
+                if name in UNWRAPPABLE:  # the recipe cannot go in whole: its writes stay
+                    subject = f"`{name}` ({UNWRAPPABLE[name]})"
                     self.remaining.append(
                         self._manual("XM408", self._span(site.statement), subject)
                     )

@@ -12,12 +12,13 @@ from typing import TYPE_CHECKING
 
 from xlamigrate.flagvalue import FlagValue
 from xlamigrate.kinds.launch import Launch
+from xlamigrate.kinds.shell.auto_cast import auto_cast_none_edits
 from xlamigrate.kinds.shell.render import shell_syntax
 from xlamigrate.kinds.shell.syntax import Node
 from xlamigrate.kinds.shell.words import literal
 from xlamigrate.kinds.textaccess import TextAccess, TextEdit, line_removal
 from xlamigrate.model import Access, Applicability
-from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING, auto_cast_none_edits
+from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING
 
 if TYPE_CHECKING:
     from xlamigrate.kinds.shell.analysis import ScriptReader

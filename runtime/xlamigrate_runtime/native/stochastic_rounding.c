@@ -1,5 +1,5 @@
-/* FP32 -> BF16 stochastic rounding in one pass: the kernel behind xlamigrate.runtime.rounding
- * on CPU. Built on first use by xlamigrate/runtime/native/__init__.py with the system C
+/* FP32 -> BF16 stochastic rounding in one pass: the kernel behind xlamigrate_runtime.rounding
+ * on CPU. Built on first use by runtime/xlamigrate_runtime/native/__init__.py with the system C
  * compiler and loaded with ctypes; no torch headers, no Python API.
  *
  * The rule (as the eager form): add a uniform 16-bit integer to the fp32 bit pattern, keep the

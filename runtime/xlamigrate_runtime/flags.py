@@ -10,7 +10,11 @@ from typing import Any
 
 import torch
 
-from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING, merge_auto_cast_none
+from xlamigrate_runtime.neuronflags import (
+    NEURON_CC_FLAGS,
+    STOCHASTIC_ROUNDING,
+    merge_auto_cast_none,
+)
 
 __all__ = [
     "autocast_device_type",

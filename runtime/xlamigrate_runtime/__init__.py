@@ -7,21 +7,27 @@
   and its outputs can come back in fp32 for losses against fp32 targets;
 * `enable_stochastic_rounding`, `disable_neuron_auto_cast`, `bf16_autocast`: environment
   helpers for the full-bf16 and autocast recipes.
+
+Its own distribution, `xlamigrate-runtime` (runtime/pyproject.toml), so that a training image
+gets torch and nothing of the CLI; `xlamigrate rewrite --runtime vendor` copies this package
+into the project instead.
 """
 
-from xlamigrate.runtime.casting import cast_inputs_to_module_dtype
-from xlamigrate.runtime.flags import (
+__version__ = "0.1.0"
+
+from xlamigrate_runtime.casting import cast_inputs_to_module_dtype
+from xlamigrate_runtime.flags import (
     bf16_autocast,
     disable_neuron_auto_cast,
     enable_stochastic_rounding,
     merge_auto_cast_none,
 )
-from xlamigrate.runtime.optim import (
+from xlamigrate_runtime.optim import (
     AdamW_FP32ParamsCopy,
     FP32ParamsCopy,
     StochasticRoundingOptimizer,
 )
-from xlamigrate.runtime.rounding import stochastic_round_to_bf16
+from xlamigrate_runtime.rounding import stochastic_round_to_bf16
 
 __all__ = [
     "AdamW_FP32ParamsCopy",

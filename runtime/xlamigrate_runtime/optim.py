@@ -26,8 +26,8 @@ from typing import Any
 import torch
 from torch.optim import Optimizer
 
-from xlamigrate.rulesdata import states_built_at_construction, unwrappable_optimizers
-from xlamigrate.runtime.rounding import copy_all_stochastically_rounded_, is_bf16_rounding_of
+from xlamigrate_runtime.optimizer_facts import STATES_BUILT_AT_CONSTRUCTION, UNWRAPPABLE
+from xlamigrate_runtime.rounding import copy_all_stochastically_rounded_, is_bf16_rounding_of
 
 MASTERS_KEY = "fp32_master_params"
 GENERATOR_KEY = "stochastic_rounding_generator_state"
@@ -57,7 +57,7 @@ class _FP32UpdateOptimizer(Optimizer):
             raise TypeError(f"expected a torch.optim.Optimizer, got {type(optimizer).__name__}")
         if isinstance(optimizer, _FP32UpdateOptimizer):
             raise TypeError("the optimizer is already wrapped")
-        why = unwrappable_optimizers().get(type(optimizer).__name__)
+        why = UNWRAPPABLE.get(type(optimizer).__name__)
         if why is not None:
             raise TypeError(
                 f"{type(optimizer).__name__} cannot be wrapped: {why}. Keep fp32 master weights"
@@ -412,10 +412,10 @@ class StochasticRoundingOptimizer(_FP32UpdateOptimizer):
 
 def _remake_construction_states_in_fp32(optimizer: Optimizer) -> None:
     """An optimizer that makes per-parameter state when it is built (Adagrad's squared-gradient
-    sums, rules/optimizers.toml) made it in its parameters' bf16 or fp16: it is made again in
+    sums, optimizer_facts.py) made it in its parameters' bf16 or fp16: it is made again in
     fp32, filled with the optimizer's value as the optimizer fills it. Any other state means the
     optimizer has already stepped, and its low-precision states cannot be made exact again."""
-    built = states_built_at_construction().get(type(optimizer).__name__, {})
+    built = STATES_BUILT_AT_CONSTRUCTION.get(type(optimizer).__name__, {})
     for state in optimizer.state.values():
         step = state.get("step", 0)
         if set(state) - {"step", *built} or float(step) != 0:

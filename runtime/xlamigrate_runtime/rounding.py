@@ -36,7 +36,7 @@ from collections.abc import Sequence
 
 import torch
 
-from xlamigrate.runtime import native
+from xlamigrate_runtime import native
 
 _LOW_BITS = 1 << 16
 _HIGH_MASK = -_LOW_BITS  # 0xFFFF0000 as a signed int32

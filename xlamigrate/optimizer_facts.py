@@ -1,0 +1,1 @@
+../runtime/xlamigrate_runtime/optimizer_facts.py
