@@ -27,9 +27,9 @@ def test_readme_example_output_matches_a_real_scan_of_examples() -> None:
     assert documented and printed == documented
     summary = block.strip().splitlines()[-1]
     assert result.stderr.strip() == summary
-    words = {4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight"}
-    said = f"scans the shipped example scripts: it prints {words[len(printed)]}\nfindings"
-    assert said in readme  # the quick start's own count
+    words = {6: "six", 7: "seven", 8: "eight", 9: "nine", 10: "ten"}
+    said = f"It prints {words[len(printed)]} findings and exits 1"
+    assert said in " ".join(readme.split())  # the quick start's own count
 
 
 VERIFY_COMMAND = (
@@ -63,22 +63,60 @@ def test_readme_verify_example_is_what_verify_prints() -> None:
     assert _without_plot_and_numbers(printed) == _without_plot_and_numbers(block.splitlines())
 
 
-PROJECT_EXAMPLE = ROOT / "tests" / "fixtures" / "projects" / "precision_switch_launcher" / "before"
+EXAMPLES = ROOT / "examples"
 
 
-def test_readme_project_example_is_what_rewrite_prints_in_each_mode() -> None:
+def test_the_example_project_has_what_the_quick_start_says() -> None:
+    """A launcher with a precision switch, the script it starts (reading the flag, never setting
+    it), a Kubernetes Job, a Dockerfile, requirements and a notebook."""
+    names = {
+        path.relative_to(EXAMPLES).as_posix() for path in EXAMPLES.rglob("*") if path.is_file()
+    }
+    assert names == {
+        "Dockerfile",
+        "k8s/pretrain-job.yaml",
+        "notebooks/finetune.ipynb",
+        "requirements.txt",
+        "run_pretrain.sh",
+        "train.py",
+    }
+    script = (EXAMPLES / "train.py").read_text()
+    assert 'os.environ.get("XLA_USE_BF16")' in script and "os.environ[" not in script
+
+
+def test_readme_rewrite_examples_are_what_rewrite_prints_in_each_mode_and_show_each_recipe() -> (
+    None
+):
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    launcher = (PROJECT_EXAMPLE / "run_clm.sh").read_text(encoding="utf-8")
+    launcher = (EXAMPLES / "run_pretrain.sh").read_text(encoding="utf-8")
     assert f"```bash\n{launcher}```" in readme
-    for mode in ("full-bf16", "fp32-copy", "autocast"):
-        command = f"$ xlamigrate rewrite --diff --mode {mode} .\n"
+    recipe = {  # what only this mode's diff of the script adds
+        "full-bf16": '+    os.environ["NEURON_RT_STOCHASTIC_ROUNDING_EN"] = "1"',
+        "fp32-copy": "+        optimizer = FP32ParamsCopy(optimizer)",
+        "autocast": '+        with torch.autocast(dtype=torch.bfloat16, device_type="xla"',
+    }
+    for mode, added in recipe.items():
+        command = f"$ xlamigrate rewrite --diff --mode {mode} examples/\n"
         block = readme.split(command, 1)[1].split("```", 1)[0]
         result = subprocess.run(
-            [sys.executable, "-m", "xlamigrate.cli", "rewrite", "--diff", "--mode", mode, "."],
-            cwd=PROJECT_EXAMPLE, capture_output=True, text=True,
+            [sys.executable, "-m", "xlamigrate.cli", "rewrite", "--diff", "--mode", mode,
+             "examples/"],
+            cwd=ROOT, capture_output=True, text=True,
         )  # fmt: skip
         assert result.returncode == 1, result.stderr
         assert block == result.stdout, mode
+        assert added in block, mode
+        for other, line in recipe.items():
+            assert other == mode or line not in block, (mode, other)
+        for path in (
+            "run_pretrain.sh",
+            "k8s/pretrain-job.yaml",
+            "train.py",
+            "notebooks/finetune.ipynb",
+        ):
+            assert f"+++ b/examples/{path}\n" in block, (mode, path)
+        runtime = "+xlamigrate-runtime>=0.1.0\n" in block  # the script now imports it
+        assert runtime == (mode != "autocast"), mode
 
 
 API_EXAMPLE = (
