@@ -30,7 +30,7 @@ from typing import TypeVar
 
 import pytest
 
-from tests.conftest import FIXTURES, needs_torch_xla_platform
+from tests.conftest import FIXTURES, PRECISION_IGNORE, needs_torch_xla_platform
 from xlamigrate.kinds.python.rewrite import MODES
 
 pytestmark = needs_torch_xla_platform
@@ -243,7 +243,7 @@ def cli_rewrites() -> dict[tuple[str, bool], CliRun]:
                 # (the fixtures specify the precision migration alone; tests/test_xla_apis_e2e.py
                 # runs the torch-xla API fixes)
                 [sys.executable, "-m", "xlamigrate.cli", "rewrite", "--mode", mode, "--ignore",
-                 "XM5", *names],
+                 ",".join(PRECISION_IGNORE), *names],
                 cwd=folder, env=clean_env(), capture_output=True, text=True, timeout=120,
             )  # fmt: skip
             written = {

@@ -69,7 +69,11 @@ def _run(label: str) -> Run:
         shutil.copyfile(SCRIPT, script)
         printed = ""
         if label != ORIGINAL:
-            options = ["--select", "XM5"] if label == APIS_ONLY else ["--mode", label]
+            options = (
+                ["--select", "XM5"]
+                if label == APIS_ONLY
+                else ["--mode", label, "--ignore", "XM409"]
+            )
             rewrite = subprocess.run(
                 [sys.executable, "-m", "xlamigrate.cli", "rewrite", *options, script.name],
                 cwd=folder, env=_environment(), capture_output=True, text=True, timeout=120,
