@@ -182,3 +182,33 @@ def test_a_migrated_example_trains_with_torch_xla_and_the_runtime_alone(
     run = _train(python, packaged)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "training in bf16" in run.stdout and "step 2 loss" in run.stdout
+
+
+@needs_torch_xla_platform
+def test_verify_runs_import_the_cli_s_own_copy_where_the_runtime_is_not_installed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`xlamigrate verify` runs rewrites that import the runtime: with the CLI installed alone,
+    its runs get the copy the CLI carries for `--runtime vendor`."""
+    import importlib.util
+
+    from xlamigrate.project.dependencies import runtime_source
+    from xlamigrate.verify.runs import install_shim
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *rest: None if name == "xlamigrate_runtime" else real(name, *rest),
+    )
+    shim = install_shim(tmp_path / "shim")
+    python = _environment(tmp_path / "venv")
+    code = "import xlamigrate_runtime as r; print(r.__file__); print(r.FP32ParamsCopy.__name__)"
+    result = subprocess.run(
+        [str(python), "-s", "-c", code],
+        env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(shim)},
+        capture_output=True, text=True, check=True, cwd=tmp_path,
+    )  # fmt: skip
+    location, name = result.stdout.split()
+    assert name == "FP32ParamsCopy"
+    assert Path(location).resolve().parent == runtime_source().resolve()

@@ -79,9 +79,16 @@ class RunResult:
 
 def install_shim(folder: Path) -> Path:
     """Copies the recorder into `folder` as `sitecustomize.py`; returns the folder to put first
-    on PYTHONPATH."""
+    on PYTHONPATH. Where the runtime the rewrites import is not installed beside the CLI, the
+    copy of it the CLI carries (for `--runtime vendor`) is linked there too."""
+    from importlib.util import find_spec
+
+    from xlamigrate.project.dependencies import RUNTIME_MODULE, runtime_source
+
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(recorder.__file__, folder / "sitecustomize.py")
+    if find_spec(RUNTIME_MODULE) is None:
+        (folder / RUNTIME_MODULE).symlink_to(runtime_source(), target_is_directory=True)
     return folder
 
 
