@@ -4,13 +4,14 @@ copies the runtime package next to the script instead."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, ROOT
 from xlamigrate.project.dependencies import RUNTIME_REQUIREMENT, runtime_files, runtime_source
 
 SCRIPT = (FIXTURES / "full-bf16" / "flag_at_top_float_mlp.in.py").read_text()
@@ -217,3 +218,19 @@ def test_runtime_vendor_from_the_configuration_and_a_bad_value(tmp_path: Path) -
     assert bad.returncode == 2 and "runtime must be one of package, vendor" in bad.stderr
     option = rewrite(tmp_path, "--runtime", "vendored", ".")
     assert option.returncode == 2 and "did you mean 'vendor'" in option.stderr
+
+
+@pytest.mark.parametrize("mode", ["full-bf16", "fp32-copy"])
+def test_the_example_project_declares_the_runtime_in_its_requirements_once(
+    tmp_path: Path, mode: str
+) -> None:
+    examples = tmp_path / "examples"
+    shutil.copytree(ROOT / "examples", examples)
+    before = (examples / "requirements.txt").read_text()
+    for _ in range(2):
+        result = rewrite(examples, "--mode", mode, ".")
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert (examples / "requirements.txt").read_text() == before + LINE
+    assert "0 files rewritten" in result.stderr  # the second run: a fixed point
+    # The image installs requirements.txt: the Dockerfile needs no line of its own.
+    assert "pip install --no-cache-dir -r requirements.txt" in (examples / "Dockerfile").read_text()
