@@ -20,7 +20,9 @@ from pathlib import Path
 
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.findings import manual_finding
+from xlamigrate.kinds import kind_by_name
 from xlamigrate.model import RewriteOutcome, Span
+from xlamigrate.project.projectfiles import folders_up, read_small
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -35,7 +37,6 @@ RUNTIME_NOT_DECLARED = "XM409"
 _REQUIREMENTS = re.compile(r"requirements.*\.txt")
 _TORCH = re.compile(r"^\s*(torch|torch[-_.]xla|torch[-_.]neuronx)\b", re.I | re.M)
 _PIP_INSTALL = re.compile(r"\bpip3?\s+install\b")
-_LARGEST = 1 << 20  # bytes: a dependency list is small
 
 
 @dataclass(frozen=True)
@@ -90,15 +91,13 @@ def declare_runtime(
 
 def _declaration(folder: Path, root: Path) -> Declaration:
     """The nearest folder's dependency list, from `folder` up to `root`."""
-    while True:
-        found = _in_folder(folder)
+    for parent in folders_up(folder, root):
+        found = _in_folder(parent)
         if found is not None:
             return found
-        if folder == root or root not in folder.parents:
-            return Declaration(
-                None, f"no requirements.txt or pyproject.toml dependencies up to {root.name}/"
-            )
-        folder = folder.parent
+    return Declaration(
+        None, f"no requirements.txt or pyproject.toml dependencies up to {root.name}/"
+    )
 
 
 def _in_folder(folder: Path) -> Declaration | None:
@@ -111,14 +110,13 @@ def _in_folder(folder: Path) -> Declaration | None:
         return _requirements_file(requirements)
     if "pyproject.toml" in names:
         text = _read(folder / "pyproject.toml")
-        project = _toml(text).get("project", {}) if text is not None else {}
-        if isinstance(project, dict) and isinstance(project.get("dependencies"), list):
+        if text is not None and _dependencies(text) is not None:
             return Declaration(folder / "pyproject.toml")
     for name in names:
         if name in ("setup.py", "setup.cfg"):
             return Declaration(None, f"{name} declares the dependencies")
     for name in names:
-        if name == "Dockerfile" or name.startswith("Dockerfile.") or name.endswith(".dockerfile"):
+        if kind_by_name(name) == "dockerfile":
             line = _pip_line(folder / name)
             if line is not None:
                 return Declaration(None, f"{name} line {line} installs the training's packages")
@@ -146,7 +144,7 @@ def _pip_line(path: Path) -> int | None:
 
 def _declared(path: Path, display: str) -> RewriteOutcome | str | None:
     """The file rewritten to declare the runtime; None: it already does; a string: why not."""
-    raw = _read_bytes(path)
+    raw = read_small(path)
     if raw is None:
         return f"{display} could not be read"
     text = raw.decode("utf-8", "replace")
@@ -173,7 +171,7 @@ def _names_runtime(requirement: str) -> bool:
 def _with_dependency(text: str) -> str | None:
     """The pyproject text with the runtime last in `[project] dependencies`; the same text
     where it is there already; None where the array is not one it can find and extend."""
-    dependencies = _dependencies(text)
+    dependencies = _dependencies(text) or []
     if any(_names_runtime(item) for item in dependencies):
         return text
     span = _dependencies_array(text)
@@ -269,10 +267,11 @@ def _closing_bracket(text: str, start: int) -> int | None:
     return None
 
 
-def _dependencies(text: str) -> list[str]:
+def _dependencies(text: str) -> list[str] | None:
+    """`[project] dependencies`; None where the table has no such list."""
     project = _toml(text).get("project")
-    listed = project.get("dependencies") if isinstance(project, dict) else None
-    return [item for item in listed if isinstance(item, str)] if isinstance(listed, list) else []
+    items = project.get("dependencies") if isinstance(project, dict) else None
+    return [item for item in items if isinstance(item, str)] if isinstance(items, list) else None
 
 
 def _toml(text: str) -> dict[str, object]:
@@ -294,17 +293,8 @@ def _display(path: Path, script: Path, script_display: str) -> str:
 
 
 def _read(path: Path) -> str | None:
-    raw = _read_bytes(path)
+    raw = read_small(path)
     return raw.decode("utf-8", "replace") if raw is not None else None
-
-
-def _read_bytes(path: Path) -> bytes | None:
-    try:
-        if not path.is_file() or path.stat().st_size > _LARGEST:
-            return None
-        return path.read_bytes()
-    except OSError:
-        return None
 
 
 def vendor_runtime(

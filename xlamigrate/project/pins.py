@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from xlamigrate.apitable import Version
+from xlamigrate.project.projectfiles import folders_up, read_small
 
 _SOURCES = re.compile(
     r"(?:requirements.*\.txt|constraints.*\.txt|pyproject\.toml|setup\.py"
@@ -28,7 +29,6 @@ _QUOTED = re.compile(
     r"""(?P<q>["'])(?P<text>[^"'\n]*?(?:torch[-_.]?(?:xla|neuronx))[^"'\n]*)(?P=q)""", re.I
 )
 _WORD = re.compile(r"[^\s\"'\\]*torch[-_.]?(?:xla|neuronx)[^\s\"'\\]*", re.I)
-_LARGEST = 1 << 20  # bytes: a pin file is small; a larger file of that name is not one
 _WHEEL = re.compile(r"torch_(?:xla|neuronx)-(\d+(?:\.\d+)+)", re.I)
 
 
@@ -44,14 +44,11 @@ class Pins:
         """The oldest torch-xla the file at `path` runs on; None: nothing pins it."""
         if self.override is not None:
             return self.override
-        folder = path.resolve().parent
-        while True:
+        for folder in folders_up(path.resolve().parent, self.root):
             found = self._folder_floor(folder)
-            if found is not None or folder == self.root or folder.parent == folder:
+            if found is not None:
                 return found
-            if self.root not in folder.parents:
-                return None
-            folder = folder.parent
+        return None
 
     def _folder_floor(self, folder: Path) -> Version | None:
         if folder not in self._floors:
@@ -63,19 +60,10 @@ class Pins:
                 version
                 for name in names
                 if _SOURCES.fullmatch(name)
-                for version in _pinned(_read(folder / name))
+                for version in _pinned(read_small(folder / name))
             ]
             self._floors[folder] = min(floors) if floors else None
         return self._floors[folder]
-
-
-def _read(path: Path) -> bytes | None:
-    try:
-        if not path.is_file() or path.stat().st_size > _LARGEST:
-            return None
-        return path.read_bytes()
-    except OSError:
-        return None
 
 
 def _pinned(data: bytes | None) -> Iterator[Version]:

@@ -1,0 +1,29 @@
+"""The project's own small files (pins, dependency lists), found as pip and Python find them: the
+nearest folder's, from a script's own folder up to the project's root."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+LARGEST = 1 << 20  # bytes: a pin or dependency file is small; a larger file of that name is not one
+
+
+def folders_up(folder: Path, root: Path) -> Iterator[Path]:
+    """`folder`, then each parent up to `root` (resolved paths); only `folder` where it is not
+    inside `root`."""
+    while True:
+        yield folder
+        if folder == root or folder.parent == folder or root not in folder.parents:
+            return
+        folder = folder.parent
+
+
+def read_small(path: Path) -> bytes | None:
+    """The bytes of a regular file of at most LARGEST bytes; None otherwise or unreadable."""
+    try:
+        if not path.is_file() or path.stat().st_size > LARGEST:
+            return None
+        return path.read_bytes()
+    except OSError:
+        return None
