@@ -199,6 +199,8 @@ def test_vendor_copies_the_runtime_package_next_to_the_script_once(tmp_path: Pat
     result = rewrite(tmp_path, "--mode", "fp32-copy", "--runtime", "vendor", ".")
     assert result.returncode == 0, result.stdout + result.stderr
     package = dict(runtime_files(runtime_source()))
+    assert f"1 file rewritten (1 fix), {len(package)} created" in result.stderr
+    assert "jobs/xlamigrate_runtime/optim.py: created (the runtime" in result.stdout
     assert {"__init__.py", "optim.py", "native/stochastic_rounding.c"} <= package.keys()
     copied = tmp_path / "jobs" / "xlamigrate_runtime"
     assert dict(runtime_files(copied)) == package

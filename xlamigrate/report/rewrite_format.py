@@ -74,11 +74,14 @@ def render_text(report: RewriteReport, applied: bool) -> str:
 
 
 def summary(report: RewriteReport, applied: bool) -> str:
-    changed = sum(outcome.changed for outcome in report.outcomes)
+    changed = sum(outcome.changed and not outcome.created for outcome in report.outcomes)
+    created = sum(outcome.changed and outcome.created for outcome in report.outcomes)
     fixes = sum(len(outcome.fixed) for outcome in report.outcomes if outcome.changed)
     left = sum(len(outcome.remaining) for outcome in report.outcomes)
     verb = "rewritten" if applied else "would be rewritten"
     parts = [f"{_plural(changed, 'file')} {verb} ({_plural(fixes, 'fix', 'fixes')})"]
+    if created:  # --runtime vendor
+        parts[0] += f", {created} {'created' if applied else 'to create'}"
     if left:
         parts.append(f"{_plural(left, 'finding')} left for manual work")
     if report.errors:

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import ast
 import functools
+import posixpath
 import re
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
@@ -224,17 +226,19 @@ class Planner:
         if recipe.in_file:
             return self._signal_beside_the_writes(recipe)
         name = recipe.signal or self.request.signal
-        by = ", ".join(recipe.launchers[:2]) + (" ..." if len(recipe.launchers) > 2 else "")
+        here = posixpath.dirname(self.path)  # the launchers as seen from this script's folder
+        launchers = [posixpath.relpath(launcher, here or ".") for launcher in recipe.launchers]
+        by = ", ".join(launchers[:2]) + (" ..." if len(launchers) > 2 else "")
         flags = " / ".join(recipe.flags)
         if recipe.signal is None:
             value = "True"
-            comment = (
-                f"# Every launch of this script by {by} set {flags}: the recipe is always on.\n"
-            )
+            said = f"Every launch of this script by {by} set {flags}: the recipe is always on."
         else:
             self.plan.imports.add(("os", None))
             value = f'os.environ.get("{recipe.signal}") == "1"'
-            comment = f"# Set by {by} where it used to set {flags}.\n"
+            said = f"Set by {by} where it used to set {flags}."
+        # (within black's and ruff's default line length)
+        comment = textwrap.fill(said, 88, initial_indent="# ", subsequent_indent="# ") + "\n"
         if re.search(rf"\b{name}\b", self.script.source):
             self.gate = Expression(value)
         else:
