@@ -236,3 +236,17 @@ def test_the_example_project_declares_the_runtime_in_its_requirements_once(
     assert "0 files rewritten" in result.stderr  # the second run: a fixed point
     # The image installs requirements.txt: the Dockerfile needs no line of its own.
     assert "pip install --no-cache-dir -r requirements.txt" in (examples / "Dockerfile").read_text()
+
+
+def test_a_finding_names_the_file_from_where_the_user_named_the_script(tmp_path: Path) -> None:
+    project(
+        tmp_path,
+        {
+            "trainer/setup.py": "from setuptools import setup\nsetup()\n",
+            "trainer/jobs/t.py": SCRIPT,
+        },
+    )
+    result = rewrite(tmp_path, "--mode", "fp32-copy", "trainer")
+    [finding] = findings(result)
+    assert finding.startswith("trainer/jobs/t.py:1:1: XM409 ")
+    assert "trainer/setup.py declares the dependencies" in finding

@@ -21,7 +21,7 @@ from typer.core import TyperArgument, TyperCommand
 
 from xlamigrate import __version__
 from xlamigrate.catalogue import Catalogue, CatalogueError, UnknownCodeError, load_catalogue
-from xlamigrate.config import ConfigError, Settings, load_settings
+from xlamigrate.config import DEFAULT_RUNTIME, RUNTIMES, ConfigError, Settings, load_settings
 from xlamigrate.model import FileError, RewriteReport, ScanReport
 from xlamigrate.recipes import DEFAULT_MODE, MODES
 from xlamigrate.request import DEFAULT_SIGNAL, RewriteRequest
@@ -345,19 +345,16 @@ def _choices(name: str, values: Sequence[str]) -> type[Enum]:
 if TYPE_CHECKING:  # made at run time from the registry; a type checker sees an Enum
     Mode = Enum
     VerifyMode = Enum
+    Runtime = Enum
 else:
     Mode = _choices("Mode", MODES)
     VerifyMode = _choices("VerifyMode", (*MODES, EVERY_MODE))
+    Runtime = _choices("Runtime", RUNTIMES)
 
 
 class Target(str, Enum):
     neuron = "neuron"
     tpu = "tpu"
-
-
-class Runtime(str, Enum):
-    package = "package"
-    vendor = "vendor"
 
 
 @app.command(
@@ -466,7 +463,7 @@ def rewrite(
         unsafe_fixes,
         target=target.value if target is not None else settings.target,
         signal=settings.signal or DEFAULT_SIGNAL,
-        runtime=runtime.value if runtime is not None else settings.runtime or "package",
+        runtime=runtime.value if runtime is not None else settings.runtime or DEFAULT_RUNTIME,
     )
     if stdin_filename is not None:
         _rewrite_stdin(stdin_filename, paths, settings, catalogue, request, diff)

@@ -24,6 +24,7 @@ _TARGETS = ("neuron", "tpu")
 # How rewritten scripts get the runtime they import: a dependency the project declares, or a
 # copy of the package written next to them.
 RUNTIMES = ("package", "vendor")
+DEFAULT_RUNTIME = RUNTIMES[0]
 
 
 class ConfigError(Exception):

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from xlamigrate.apitable import Version
+from xlamigrate.config import DEFAULT_RUNTIME
 from xlamigrate.kinds.textaccess import TextAccess
 from xlamigrate.project.model import ScriptRecipe, WriteDecision
 from xlamigrate.recipes import DEFAULT_MODE as DEFAULT_MODE
@@ -30,7 +31,7 @@ class RewriteRequest:
     plan_only: bool = False
     # How the runtime rewritten scripts import reaches them: "package" declares
     # `xlamigrate-runtime` in the project's dependencies, "vendor" copies it into the project.
-    runtime: str = "package"
+    runtime: str = DEFAULT_RUNTIME
 
     def __post_init__(self) -> None:
         recipe_of(self.mode)

@@ -6,7 +6,10 @@ The declaration is the nearest one from the script's folder up to the project's 
 `[project] dependencies`. A line is appended to the first, an item to the second (the result
 read back by a TOML parser before it is offered). Files it does not edit (`setup.py`, a
 Dockerfile that `pip install`s packages by name, several candidate requirements files) and a
-project with no declaration at all are named in an XM409 finding on the script."""
+project with no declaration at all are named in an XM409 finding on the script.
+
+`--runtime vendor` declares nothing: the package is copied beside each such script instead,
+from the source the CLI carries (`runtime_source`)."""
 
 from __future__ import annotations
 
@@ -41,11 +44,12 @@ _PIP_INSTALL = re.compile(r"\bpip3?\s+install\b")
 
 @dataclass(frozen=True)
 class Declaration:
-    """Where one script's dependency goes: `edit` the file at `path`, or tell the user
-    (`problem` says what was found)."""
+    """Where one script's dependency goes: edit the file at `path`, or tell the user:
+    `problem` says what was found, `{files}` in it standing for the files `named`."""
 
     path: Path | None
     problem: str | None = None
+    named: tuple[Path, ...] = ()
 
 
 def adds_runtime_import(outcome: RewriteOutcome) -> bool:
@@ -73,6 +77,9 @@ def declare_runtime(
         script = sources.get(outcome.path, Path(outcome.path))
         declaration = _declaration(script.resolve().parent, root)
         problem = declaration.problem
+        if problem is not None:  # the files as the user named the script: from the same place
+            files = ", ".join(_display(named, script, outcome.path) for named in declaration.named)
+            problem = problem.replace("{files}", files)
         if declaration.path is not None and declaration.path not in edits and problem is None:
             display = _display(declaration.path, script, outcome.path)
             edit = _declared(declaration.path, display)
@@ -114,12 +121,13 @@ def _in_folder(folder: Path) -> Declaration | None:
             return Declaration(folder / "pyproject.toml")
     for name in names:
         if name in ("setup.py", "setup.cfg"):
-            return Declaration(None, f"{name} declares the dependencies")
+            return Declaration(None, "{files} declares the dependencies", (folder / name,))
     for name in names:
         if kind_by_name(name) == "dockerfile":
             line = _pip_line(folder / name)
             if line is not None:
-                return Declaration(None, f"{name} line {line} installs the training's packages")
+                problem = f"{{files}} line {line} installs the training's packages"
+                return Declaration(None, problem, (folder / name,))
     return None
 
 
@@ -130,8 +138,8 @@ def _requirements_file(candidates: list[Path]) -> Declaration:
     naming_torch = [p for p in candidates if _TORCH.search(_read(p) or "")]
     if len(naming_torch) == 1:
         return Declaration(naming_torch[0])
-    listed = ", ".join(p.name for p in (naming_torch or candidates))
-    return Declaration(None, f"the training's requirements file is one of {listed}")
+    problem = "the training's requirements file is one of {files}"
+    return Declaration(None, problem, tuple(naming_torch or candidates))
 
 
 def _pip_line(path: Path) -> int | None:
