@@ -16,7 +16,8 @@ from xlamigrate.rulesdata import rules_directory as rules_directory
 FLAGS_FILE = "flags.toml"
 LAUNCHERS_FILE = "launchers.toml"  # read by xlamigrate.kinds.launch
 PLATFORMS_FILE = "platforms.toml"  # read by xlamigrate.project.platform
-_NOT_RULES = frozenset({LAUNCHERS_FILE, PLATFORMS_FILE, APIS_FILE})
+NXDT_FILE = "nxdt.toml"  # read by xlamigrate.nxdttable
+_NOT_RULES = frozenset({LAUNCHERS_FILE, PLATFORMS_FILE, APIS_FILE, NXDT_FILE})
 
 
 class UnknownCodeError(ValueError):

@@ -114,7 +114,7 @@ def _access_finding(
     read_variables: set[str],
 ) -> Finding:
     if access.kind == "write":
-        code = catalogue.flags[access.variable].write_rule
+        code = getattr(access, "rule", None) or catalogue.flags[access.variable].write_rule
     else:
         code = READ_RULE if access.kind == "read" else DELETE_RULE
     rule = catalogue.rule(code)

@@ -67,6 +67,9 @@ class TextAccess:
     via: str | None = None
     note: str = ""  # said after the finding's subject ("accelerate sets the flag for you")
     applicability: Applicability | None = None  # at most this fixable (e.g. "manual")
+    # The rule that reports the write where not the flag's own write rule (XM105: a framework
+    # sets the flag from its own option).
+    rule: str | None = None
     # NEURON_CC_FLAGS whose value is not a literal (`"$NEURON_CC_FLAGS -O1"`, `+=`): the edit that
     # makes the value end with --auto-cast=none, its expansions kept (None: the kind cannot).
     auto_cast_none: tuple[TextEdit, ...] | None = None

@@ -1,9 +1,47 @@
-"""Yaml files: see `analysis.py`; findings and rewrites come from the shared text model."""
+"""Yaml files: see `analysis.py`; findings and rewrites come from the shared text model. An NxDT
+config's findings and fix depend on the mode (its type is the recipe), so scan and rewrite
+analyse the file for theirs (`nxdt.py`)."""
 
 from __future__ import annotations
 
+from functools import partial
+
+from xlamigrate.catalogue import Catalogue
 from xlamigrate.kinds import textscan
+from xlamigrate.kinds.textaccess import TextAnalysis
 from xlamigrate.kinds.yaml.analysis import analyse, render
+from xlamigrate.model import FileResult, RewriteOutcome
+from xlamigrate.recipes import DEFAULT_MODE
+from xlamigrate.request import STANDALONE, FileContext, RewriteRequest
 
 KIND = textscan.TextKind(analyse, render)
-scan, rewrite, analyse_file = KIND.scan, KIND.rewrite, KIND.analyse_file
+analyse_file = KIND.analyse_file
+
+
+def _kind(mode: str) -> textscan.TextKind:
+    return textscan.TextKind(partial(analyse, mode=mode), render)
+
+
+def scan(
+    path: str,
+    data: bytes,
+    catalogue: Catalogue,
+    enabled: frozenset[str],
+    context: FileContext | None = None,
+    analysis: TextAnalysis | None = None,
+) -> FileResult:
+    mode = context.mode if context is not None else DEFAULT_MODE
+    if analysis is not None and any(a.form.startswith("nxdt-") for a in analysis.accesses):
+        analysis = None  # (the project's analysis words an NxDT config for no mode in particular)
+    return _kind(mode).scan(path, data, catalogue, enabled, context, analysis)
+
+
+def rewrite(
+    path: str,
+    data: bytes,
+    catalogue: Catalogue,
+    enabled: frozenset[str],
+    request: RewriteRequest,
+    context: FileContext = STANDALONE,
+) -> RewriteOutcome:
+    return _kind(request.mode).rewrite(path, data, catalogue, enabled, request, context)

@@ -11,13 +11,17 @@ import json
 import re
 import string
 
+from xlamigrate.apitable import Version
 from xlamigrate.flagvalue import FlagValue
 from xlamigrate.kinds.textaccess import TextAccess, TextAnalysis
+from xlamigrate.kinds.yaml import nxdt
 from xlamigrate.kinds.yaml.nodes import MERGE_TAG, Node, compose, each_node, is_null, text
 from xlamigrate.kinds.yaml.scripts import Scripts
 from xlamigrate.kinds.yaml.sites import Site, find_sites
+from xlamigrate.recipes import DEFAULT_MODE
 
-# NeuronX-Distributed-Training config keys that NDT turns into the legacy flags.
+# NeuronX-Distributed-Training config keys that NDT turns into the legacy flags (in a document
+# not recognised as an NxDT config: see nxdt.py for those).
 _CONFIG_KEYS = {"xla_use_bf16": "XLA_USE_BF16", "xla_downcast_bf16": "XLA_DOWNCAST_BF16"}
 _CONFIG_NOTE = " (NeuronX-Distributed-Training config key: set the precision in the config instead)"
 _ACCELERATE_NOTE = (
@@ -35,7 +39,14 @@ _PLAIN = re.compile(r"[A-Za-z_/][A-Za-z0-9_./=+-]*|--?[A-Za-z][A-Za-z0-9_./=+-]*
 _TYPED_WORDS = frozenset(["y", "n", "yes", "no", "true", "false", "on", "off", "null"])
 
 
-def analyse(text: str, names: frozenset[str]) -> TextAnalysis:
+def analyse(
+    text: str,
+    names: frozenset[str],
+    mode: str = DEFAULT_MODE,
+    nxdt_floor: Version | None = None,
+) -> TextAnalysis:
+    """The file's accesses; an NxDT config's are worded and fixed for `mode` (`nxdt_floor`: the
+    oldest neuronx-distributed-training the project pins)."""
     if not _mentions(text, names):
         return TextAnalysis()
     documents = compose(text)
@@ -45,7 +56,7 @@ def analyse(text: str, names: frozenset[str]) -> TextAnalysis:
     if duplicate is not None:
         return TextAnalysis(problems=(duplicate,))
     scripts = Scripts(text, names)
-    finder = _Finder(text, names, scripts)
+    finder = _Finder(text, names, scripts, mode, nxdt_floor)
     for document in documents:
         finder.visit(document)
     found = scripts.result
@@ -78,6 +89,7 @@ def _mentions(text: str, names: frozenset[str]) -> bool:
         any(name in text for name in names)
         or any(key in text for key in _CONFIG_KEYS)
         or "mixed_precision" in text
+        or "bf16SR" in text
     )
 
 
@@ -122,9 +134,19 @@ def _flag_value(node: Node) -> FlagValue:
 class _Finder:
     """Walks the node trees of one file and collects its flag accesses."""
 
-    def __init__(self, text: str, names: frozenset[str], scripts: Scripts) -> None:
+    def __init__(
+        self,
+        text: str,
+        names: frozenset[str],
+        scripts: Scripts,
+        mode: str = DEFAULT_MODE,
+        nxdt_floor: Version | None = None,
+    ) -> None:
         self.text = text
         self.names = names
+        self.mode = mode
+        self.nxdt_floor = nxdt_floor
+        self._nxdt_precision: set[int] = set()  # NxDT configs' `precision:` (read by nxdt.py)
         self.scripts = scripts
         self.positions = scripts.positions
         self.accesses: list[TextAccess] = []
@@ -133,6 +155,11 @@ class _Finder:
         self._launched: dict[int, tuple[str, ...]] = {}
 
     def visit(self, root: Node) -> None:
+        config = nxdt.config_of(root)
+        if config is not None:
+            self._nxdt_precision.add(id(config.precision))
+            found = nxdt.accesses(config, self.positions, self.names, self.mode, self.nxdt_floor)
+            self.accesses.extend(found)
         for site in find_sites(root, self.positions):
             self._sites.setdefault(id(site.owner), site)
             self.scripts.analyse(site)
@@ -156,7 +183,11 @@ class _Finder:
                 continue
             if name.value in self.names:
                 self._map_entry(mapping, index, key, owner)
-            elif name.value in _CONFIG_KEYS and _CONFIG_KEYS[name.value] in self.names:
+            elif (
+                name.value in _CONFIG_KEYS
+                and _CONFIG_KEYS[name.value] in self.names
+                and id(mapping) not in self._nxdt_precision
+            ):
                 self._manual(_CONFIG_KEYS[name.value], "yaml-config", name, value, _CONFIG_NOTE)
         self._accelerate(mapping)
 
