@@ -7,7 +7,7 @@ import shlex
 
 import pytest
 
-from xlamigrate.kinds.launch import launch
+from xlamigrate.kinds.launch import OWN_FOLDER, launch
 
 
 @pytest.mark.parametrize(
@@ -119,3 +119,59 @@ def test_words_that_are_shell_command_lines(command: str, index: int, remote: bo
     made = launch(shlex.split(command))
     assert made.shell_strings == (index,)
     assert made.remote is remote
+
+
+@pytest.mark.parametrize(
+    ("command", "script"),
+    [
+        ('torchrun --nproc_per_node=1 "$SCRIPT_DIR/train.py" --steps 20', '"$SCRIPT_DIR/train.py"'),
+        (
+            'torchrun --nproc_per_node=1 "${SCRIPT_DIR}"/train.py --steps 20',
+            '"${SCRIPT_DIR}"/train.py',
+        ),
+        ('torchrun --nproc_per_node=1 "$SCRIPT" --steps 20', '"$SCRIPT"'),
+        ("torchrun $DISTRIBUTED_ARGS $SCRIPT --steps 20", "$SCRIPT"),
+        ("python3 -u $SCRIPT 20", "$SCRIPT"),
+    ],
+)
+def test_an_argument_of_the_script_is_never_taken_for_the_script(command: str, script: str) -> None:
+    """The script is the first positional after the launcher's options, even when a variable
+    names it: what follows are its arguments (`--steps 20` once made the flag "reach 20")."""
+    written = command.split()
+    values = [None if "$" in word else word for word in written]
+    made = launch(values, written)
+    assert made.script == script
+    assert made.arguments[-1] == "20"
+
+
+def test_the_launchers_own_folder_in_a_script_path_is_a_script_like_any_other() -> None:
+    made = launch(["torchrun", "--nproc_per_node=2", f"{OWN_FOLDER}/train.py", "--steps", "20"])
+    assert made.python_script == f"{OWN_FOLDER}/train.py"
+    assert made.arguments == ("--steps", "20")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "neuron_parallel_compile XLA_DOWNCAST_BF16=1 torchrun --nproc_per_node=32 train.py",
+        "neuron_parallel_compile --num_parallel 8 XLA_DOWNCAST_BF16=1 python3 ./train.py",
+        "neuron_parallel_compile --command collect XLA_DOWNCAST_BF16=1 torchrun train.py",
+    ],
+)
+def test_neuron_parallel_compile_passes_the_assignments_before_its_command_on(command: str) -> None:
+    """The Neuron tutorials write `neuron_parallel_compile XLA_DOWNCAST_BF16=1 torchrun ...`:
+    the assignment is the trial run's environment, as after `env`."""
+    made = launch(shlex.split(command))
+    assert made.python_script is not None and made.python_script.endswith("train.py")
+    (setting,) = made.env
+    assert (setting.name, setting.value, setting.action, setting.option) == (
+        "XLA_DOWNCAST_BF16",
+        "1",
+        "set",
+        False,
+    )
+
+
+def test_a_variable_an_option_sets_is_told_from_an_assignment_word() -> None:
+    assert [s.option for s in launch(shlex.split("env -i A=1 python t.py")).env] == [False]
+    assert [s.option for s in launch(shlex.split("mpirun -x A=1 python t.py")).env] == [True]

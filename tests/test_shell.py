@@ -16,8 +16,10 @@ import pytest
 from tests.conftest import FIXTURES, RECIPE_APPLIED
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.engine import rewrite_source, scan_source
+from xlamigrate.kinds.embedded import Embedded
+from xlamigrate.kinds.launch import OWN_FOLDER
 from xlamigrate.kinds.python.rewrite import MODES
-from xlamigrate.kinds.shell.analysis import analyse
+from xlamigrate.kinds.shell.analysis import analyse, analyse_source
 from xlamigrate.kinds.shell.auto_cast import auto_cast_none_edits
 from xlamigrate.kinds.shell.render import render
 from xlamigrate.kinds.shell.syntax import parse
@@ -291,6 +293,130 @@ def test_commands_that_launch_no_python_script() -> None:
 def test_an_export_names_the_scripts_run_after_it() -> None:
     text = "python prepare.py\nexport XLA_USE_BF16=1\ntorchrun train.py\npython eval.py\n"
     assert only(text).launched == ("train.py", "eval.py")
+
+
+# -- the launcher's own folder ------------------------------------------------------------------
+
+SCRIPT_DIR_IDIOMS = [
+    'SCRIPT_DIR=$( cd -- "$( dirname -- "${BASH_SOURCE[0]}" )" &> /dev/null && pwd )',
+    'SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" >/dev/null 2>&1 && pwd -P)',
+    'SCRIPT_DIR=$(dirname "$0")',
+    "SCRIPT_DIR=`dirname $0`",
+    'SCRIPT_DIR="$(dirname "$(realpath "$0")")"',
+    'SCRIPT_DIR=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")',
+    'SCRIPT_DIR=$(realpath "$(dirname "$0")")',
+    'SCRIPT_DIR=$(cd "$(dirname "$0")"; pwd)',
+    "export SCRIPT_DIR=$(cd $(dirname $0) && pwd)",
+    "readonly SCRIPT_DIR=$(dirname ${BASH_SOURCE})",
+]
+
+
+def launched(text: str) -> tuple[str, ...]:
+    """The Python scripts the flag's export reaches, as the launch model names them."""
+    (access,) = [a for a in accesses(text) if a.kind == "write"]
+    return access.launched
+
+
+@pytest.mark.parametrize("idiom", SCRIPT_DIR_IDIOMS)
+def test_a_script_folder_variable_names_the_launchers_own_folder(idiom: str) -> None:
+    text = f"{idiom}\nexport XLA_USE_BF16=1\ntorchrun --nproc_per_node=2 $SCRIPT_DIR/train.py\n"
+    assert launched(text) == (f"{OWN_FOLDER}/train.py",)
+
+
+@pytest.mark.parametrize(
+    ("word", "script"),
+    [
+        ('"$SCRIPT_DIR/train.py"', "/train.py"),
+        ('"${SCRIPT_DIR}/train.py"', "/train.py"),
+        ('"${SCRIPT_DIR}"/train.py', "/train.py"),
+        ("$SCRIPT_DIR/../pretrain/train.py", "/../pretrain/train.py"),
+        ("$ROOT/train.py", "/../train.py"),
+        ('"$(dirname "$0")/train.py"', "/train.py"),
+        ("$(dirname ${BASH_SOURCE[0]})/tools/train.py", "/tools/train.py"),
+        ('"$(cd "$(dirname "$0")/.." && pwd)/train.py"', "/../train.py"),
+    ],
+)
+def test_a_script_path_below_the_launchers_folder(word: str, script: str) -> None:
+    text = (
+        'SCRIPT_DIR=$(cd "$(dirname "$0")" && pwd)\nROOT=$SCRIPT_DIR/..\n'
+        f"export XLA_USE_BF16=1\ntorchrun --nproc_per_node=1 {word} --steps 20\n"
+    )
+    assert launched(text) == (OWN_FOLDER + script,)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # reassigned, assigned in a branch or a function, only for one command, or after use
+        'SCRIPT_DIR=$(dirname "$0")\nSCRIPT_DIR=/opt/code\n',
+        'if [ -n "$1" ]; then SCRIPT_DIR=$(dirname "$0"); fi\n',
+        'setup() {\n  SCRIPT_DIR=$(dirname "$0")\n}\nsetup\n',
+        'SCRIPT_DIR=$(dirname "$0")\nfor SCRIPT_DIR in a b; do :; done\n',
+        'SCRIPT_DIR=$(dirname "$0")\nread -r SCRIPT_DIR < dir.txt\n',
+        # the folder of something else, or not a folder at all
+        'SCRIPT_DIR=$(dirname "$CONFIG")\n',
+        'SCRIPT_DIR=$(readlink "$0")\n',
+        "SCRIPT_DIR=${0%/*}\n",  # `bash run.sh` from its folder: the file's own name
+        "SCRIPT_DIR=$(pwd)\n",
+        'SCRIPT_DIR="$(dirname "$0")"-old\n',
+    ],
+)
+def test_a_variable_not_known_to_hold_the_launchers_folder_stays_unknown(text: str) -> None:
+    script = launched(text + "export XLA_USE_BF16=1\ntorchrun $SCRIPT_DIR/train.py --steps 20\n")
+    assert script == ("$SCRIPT_DIR/train.py",)
+
+
+def test_a_variable_used_before_it_is_set_is_not_the_folder() -> None:
+    text = 'export XLA_USE_BF16=1\ntorchrun $SCRIPT_DIR/train.py\nSCRIPT_DIR=$(dirname "$0")\n'
+    assert launched(text) == ("$SCRIPT_DIR/train.py",)
+
+
+def test_a_prefix_assignment_sets_the_variable_for_its_command_only() -> None:
+    text = 'SCRIPT_DIR=$(dirname "$0") true\nexport XLA_USE_BF16=1\ntorchrun $SCRIPT_DIR/t.py\n'
+    assert launched(text) == ("$SCRIPT_DIR/t.py",)
+
+
+def test_dollar_zero_in_an_embedded_shell_text_is_not_a_launchers_folder() -> None:
+    """`$0` in a Dockerfile RUN or a `bash -c` string is the shell, not a file."""
+    text = 'export XLA_USE_BF16=1\npython "$(dirname "$0")/train.py"\n'
+    (access,) = analyse_source(Embedded.whole(text), NAMES).accesses
+    assert access.launched == ('"$(dirname "$0")/train.py"',)
+    inner = 'bash -c \'export XLA_USE_BF16=1; python "$(dirname "$0")/train.py"\'\n'
+    (nested,) = accesses(inner)
+    assert OWN_FOLDER not in "".join(nested.launched)
+
+
+def test_a_launch_through_the_folder_names_its_script_not_its_arguments() -> None:
+    text = (
+        'SCRIPT_DIR=$( cd -- "$( dirname -- "${BASH_SOURCE[0]}" )" &> /dev/null && pwd )\n'
+        'DISTRIBUTED_ARGS="--nproc_per_node 32 --nnodes $NNODES"\n'
+        "export XLA_DOWNCAST_BF16=1\n"
+        "torchrun $DISTRIBUTED_ARGS $SCRIPT_DIR/train.py --steps 20 --lr 3e-4\n"
+    )
+    assert launched(text) == (f"{OWN_FOLDER}/train.py",)
+
+
+# -- assignments a wrapper passes on -------------------------------------------------------------
+
+
+def test_neuron_parallel_compile_assignment_is_a_write_for_its_command() -> None:
+    text = "neuron_parallel_compile XLA_DOWNCAST_BF16=1 torchrun --nproc_per_node=32 train.py\n"
+    analysis = analyse(text, NAMES)
+    assert analysis.mentions == ()  # no XM301 "cannot follow"
+    (access,) = analysis.accesses
+    assert (access.form, access.launched) == ("env-command", ("train.py",))
+    assert (
+        removed(text, access) == "neuron_parallel_compile torchrun --nproc_per_node=32 train.py\n"
+    )
+    (site,) = analysis.launches
+    assert access.start < site.start  # it comes before the launch it is for
+
+
+def test_an_assignment_after_a_flag_of_env_is_removed_without_the_flag() -> None:
+    text = "env -i XLA_USE_BF16=1 python train.py\n"
+    access = only(text)
+    assert access.form == "env-command"
+    assert removed(text, access) == "env -i python train.py\n"
 
 
 # -- here-documents and SLURM --------------------------------------------------------------------

@@ -27,6 +27,10 @@ Language = Literal["python", "shell"]
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SCRIPT_SUFFIXES: dict[str, Language] = {".py": "python", ".sh": "shell", ".bash": "shell"}
+# How a launcher's own folder is spelled in a script's path (the shell engine's value of
+# `$(dirname "$0")/train.py`, of `$SCRIPT_DIR/train.py` where SCRIPT_DIR holds that folder):
+# such a path names a file below the launcher's folder, whatever the working directory.
+OWN_FOLDER = "<launcher folder>"
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,7 @@ class EnvSetting:
     action: Literal["set", "unset", "pass"]
     via: str  # the program that applies it: "env", "mpirun", "docker"...
     name_offset: int = 0  # where the name starts in its word (`-uNAME`, `--unset=NAME`)
+    option: bool = False  # the value of an option (`-x X=1`), not a word of its own (`env X=1`)
 
 
 @dataclass(frozen=True)
@@ -177,6 +182,7 @@ def _read_program(
         index += 1
     positionals = program.positionals
     assigned = False  # after `env X=1`, a word is the command, even one that starts with -
+    unknown: int | None = None  # the last word read as options from a variable
     while index < len(words):
         word = words[index]
         if word is None:
@@ -187,7 +193,8 @@ def _read_program(
             if program.role in ("python", "launcher") and _named_script(words, index, reading):
                 break
             if program.role in ("python", "launcher") or _program_later(words, index):
-                index += 1  # options from a variable (`torchrun $DISTRIBUTED_ARGS train.py`)
+                unknown = index  # options from a variable (`torchrun $DISTRIBUTED_ARGS train.py`)
+                index += 1
                 continue
             return None  # the command itself comes from a variable: nothing more is known
         if program.separator is not None:
@@ -232,7 +239,7 @@ def _read_program(
         return None
     if program.role in ("shell", "batch"):
         return reading.done(words, index, "shell")
-    return reading.done(words, _script_word(words, index, reading.written), "python")
+    return reading.done(words, _script_word(words, index, reading.written, unknown), "python")
 
 
 def _option(
@@ -267,6 +274,7 @@ def _option(
                         action,
                         program.name,
                         offset,
+                        option=True,
                     )
                 )
     elif option in program.shell_options:
@@ -318,6 +326,7 @@ def _shifted(setting: EnvSetting, shift: int) -> EnvSetting:
         setting.action,
         setting.via,
         setting.name_offset,
+        setting.option,
     )
 
 
@@ -331,19 +340,32 @@ def _attached_short(program: Program, option: str) -> str | None:
 
 
 def _script_word(
-    words: Sequence[str | None], index: int, written: Sequence[str] = ()
+    words: Sequence[str | None],
+    index: int,
+    written: Sequence[str] = (),
+    unknown: int | None = None,
 ) -> int | None:
     """The script among a Python launcher's words from its first positional: that word when it
     names a .py file, else the first later word that does (an option the table does not know
-    may have taken a value)."""
+    may have taken a value). Where no word names one, the first positional is the script,
+    unless a word before it comes from a variable (`unknown`): that word is the script then,
+    and the positional one of its arguments (`torchrun "$SCRIPT" --steps 20`)."""
     for position in range(index, len(words)):
         word = words[position] if words[position] is not None else _written(written, position)
         if word == "--":
             break
-        if word is not None and word.endswith(".py") and not word.startswith("-"):
+        if word is not None and _names_python(word):
             return position
+    if unknown is not None:
+        return unknown
     first = words[index]
     return index if first is not None and not first.startswith("-") else None
+
+
+def _names_python(word: str) -> bool:
+    """Whether the word, as written or as its value, names a .py file (`"$DIR/train.py"`)."""
+    unquoted = word.replace('"', "").replace("'", "")
+    return unquoted.endswith(".py") and not unquoted.startswith("-")
 
 
 def _written(written: Sequence[str], index: int) -> str | None:
@@ -353,7 +375,7 @@ def _written(written: Sequence[str], index: int) -> str | None:
 def _named_script(words: Sequence[str | None], index: int, reading: _Reading) -> bool:
     """Whether the unknown word at `index` is the script, named through a variable."""
     name = _written(reading.written, index)
-    return name is not None and name.endswith(".py")
+    return name is not None and _names_python(name)
 
 
 def _program_later(words: Sequence[str | None], index: int) -> bool:

@@ -1,6 +1,7 @@
 """Which file of the project a launch line names (`torchrun train.py`, `CMD ["python",
 "/app/train.py"]`): relative to the launcher's folder, to the project root, or as the one
-project file whose path ends with what is written."""
+project file whose path ends with what is written; a path the shell engine found below the
+launcher's own folder (`$SCRIPT_DIR/train.py`) only there."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import posixpath
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from xlamigrate.kinds.launch import OWN_FOLDER
 
 
 @dataclass
@@ -28,8 +31,10 @@ class ScriptResolver:
     def _resolve(self, launcher: str, written: str) -> str | None:
         if not written.endswith(".py") or "$" in written:
             return None
-        relative = posixpath.normpath(written.replace("\\", "/"))
         here = os.path.dirname(launcher)
+        if written.startswith(OWN_FOLDER + "/"):
+            return self._beside(here, written[len(OWN_FOLDER) + 1 :])
+        relative = posixpath.normpath(written.replace("\\", "/"))
         for base in (here, ""):
             candidate = posixpath.normpath(posixpath.join(base, relative)) if base else relative
             if candidate in self.files:
@@ -38,6 +43,13 @@ class ScriptResolver:
             if not written.startswith("/") and on_disk.is_file():
                 return candidate  # beside the launcher though not among the paths given
         return one_ending_with(self.files, relative.lstrip("/"))
+
+    def _beside(self, here: str, relative: str) -> str | None:
+        """The file at `relative` from the launcher's folder `here`, and nowhere else."""
+        candidate = posixpath.normpath(posixpath.join(here, relative) if here else relative)
+        if candidate in self.files or Path(candidate).is_file():
+            return candidate
+        return None
 
 
 def one_ending_with(files: Iterable[str], tail: str) -> str | None:

@@ -20,6 +20,7 @@ from xlamigrate.flagvalue import FlagValue
 from xlamigrate.kinds.embedded import Embedded
 from xlamigrate.kinds.launch import Launch, launch
 from xlamigrate.kinds.shell.commands import RECIPE_VARIABLES, Command, Place, Word, prefix_count
+from xlamigrate.kinds.shell.ownfolder import OwnFolder
 from xlamigrate.kinds.shell.syntax import Node, Parsed, bash_rejects, error_nodes, parse, walk
 from xlamigrate.kinds.shell.words import literal, string_text
 from xlamigrate.kinds.textaccess import (
@@ -81,7 +82,7 @@ def analyse(text: str, names: frozenset[str]) -> TextAnalysis:
     """A shell file's accesses."""
     if not any(name in text for name in names):
         return TextAnalysis()
-    return analyse_source(Embedded.whole(text), names).text_analysis()
+    return analyse_source(Embedded.whole(text), names, own_folder=True).text_analysis()
 
 
 def analyse_source(
@@ -92,14 +93,17 @@ def analyse_source(
     may_be_empty: bool = True,
     whole: TextEdit | None = None,
     later: tuple[str, ...] = (),
+    own_folder: bool = False,
 ) -> ShellAnalysis:
     """The accesses of the shell text `source` (a file, or a text inside another file).
     `whole` removes the construct that holds the text, for when its only command goes; without
     it, a text that must keep a command (`may_be_empty` False) keeps a `:`. `later`: the Python
     scripts that texts run after this one in the same shell (the next items of a GitLab
-    `script:` list), which see the variables this text leaves set."""
+    `script:` list), which see the variables this text leaves set. `own_folder`: the text is a
+    script file of its own, whose `$(dirname "$0")` is the file's folder."""
     analyser = _Analyser(source.host, names, later=later)
-    analyser.script(_Script(source, 0, note, may_be_empty, whole), sbatch=True)
+    top = _Script(source, 0, note, may_be_empty, whole, own_folder=own_folder)
+    analyser.script(top, sbatch=True)
     return analyser.result()
 
 
@@ -124,6 +128,7 @@ class _Script:
     # language (a Python script `python3 <<EOF` reads), so its errors only refuse edits.
     must_parse: bool = True
     branch: Branch = ()  # the arms around the command that holds it
+    own_folder: bool = False  # a script file of its own: `$(dirname "$0")` is its folder
 
 
 @dataclass
@@ -253,6 +258,7 @@ class ScriptReader:
         self.broken: list[tuple[int, int, int]] = []  # top-level statements with an error
         self.arms: list[tuple[int, int]] = list(script.branch)
         self.capturing = 0  # inside how many command substitutions (`$(...)`, backquotes)
+        self.folder: OwnFolder | None = None  # read on the first word that expands something
 
     @property
     def branch(self) -> Branch:
@@ -568,11 +574,13 @@ class ScriptReader:
         if not rest:
             ctx.assignments(prefixes)
             return
-        made = launch([w.known for w in rest], [w.raw for w in rest])
+        made = launch([self.known(w) for w in rest], [w.raw for w in rest])
         script = made.python_script
         site = None
         if script:
-            start = self.source.start_of(rest[0].start)
+            # a write on the command line itself (`env X=1 torchrun`) comes before the launch
+            at = made.script_index if made.script_index is not None else 0
+            start = self.source.start_of(rest[at].start)
             site = LaunchSite(script, start, self.branch, captured=self.capturing > 0)
         self.analyser.launches.append((self.script.id, rest[0].start, made, site))
         scripts = (script,) if script else ()
@@ -595,6 +603,16 @@ class ScriptReader:
             ctx.slurm(rest, scripts)
         for index in made.shell_strings:
             self.shell_string(rest, index, made)
+
+    def known(self, word: Word) -> str | None:
+        """The word's value; in a script file, `$SCRIPT_DIR/train.py` and the like too, the
+        launcher's folder spelled as the launch model's `OWN_FOLDER`."""
+        value = word.known
+        if value is not None or not self.script.own_folder or word.node is None:
+            return value
+        if self.folder is None:
+            self.folder = OwnFolder(self.parsed)
+        return self.folder.value(word.node)
 
     def shell_string(self, words: list[Word], index: int, made: Launch) -> None:
         """The string of `bash -c`, `sbatch --wrap`, `ssh HOST`: a script of its own."""

@@ -272,10 +272,7 @@ class Command:
             if setting.index >= len(words) or setting.name not in self.names:
                 continue
             word = words[setting.index]
-            in_option = setting.name_offset > 0 or (
-                setting.index > 0 and words[setting.index - 1].value.startswith("-")
-            )
-            if setting.action == "set" and not in_option:  # env X=1, time X=1
+            if setting.action == "set" and not setting.option:  # env X=1, time X=1
                 removal = removals.get(setting.index)
                 self.write(word, "env-command", removal, "env-command", scripts)
                 continue
