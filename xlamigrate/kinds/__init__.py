@@ -35,7 +35,7 @@ class KindSpec:
     identify: str = ""  # pre-commit's (identify's) type for these files: the hooks' types_or
     # What else (a regex over the bytes) makes a file worth parsing besides a flag's name: YAML
     # configs name the flags in lower case (NeuronX-Distributed-Training) or through accelerate's
-    # settings, which set them for the user.
+    # settings, or NxDT's precision types that set them (`bf16SR`, `mixed_precision`).
     triggers: bytes = b""
 
 
@@ -63,7 +63,8 @@ KINDS: tuple[KindSpec, ...] = (
         "xlamigrate.kinds.yaml",
         ("*.yaml", "*.yml"),
         identify="yaml",
-        triggers=rb"(?i)xla_(?:use|downcast)_(?:bf16|fp16|f16)|downcast_bf16|mixed_precision",
+        triggers=rb"(?i)xla_(?:use|downcast)_(?:bf16|fp16|f16)|downcast_bf16|mixed_precision"
+        rb"|bf16sr",
     ),
     KindSpec("dotenv", "xlamigrate.kinds.dotenv", (".env", ".env.*", "*.env"), identify="dotenv"),
 )  # fmt: skip

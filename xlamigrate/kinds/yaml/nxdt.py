@@ -128,8 +128,9 @@ def _manual_keys(
     ]
     keys = [(name, value, flag) for name, value, flag in keys if flag in names]
     values = [FlagValue.unknown() if is_null(v) else FlagValue((text(v),)) for _, v, _ in keys]
+    if all(value.enabled is False for value in values):
+        return []  # fp32 through manual: NxDT passes "0" on, which torch-xla reads as off
     turns_on = any(value.enabled is True for value in values)
-    all_off = all(value.enabled is False for value in values)
     edit = None
     if turns_on and target.type is not None and not target.why_not:
         start, end = positions.span(config.type_node)
@@ -146,8 +147,6 @@ def _manual_keys(
                 f" {_release_name(table, target.type.since)} and later), which sets no legacy flag,"
                 " and NxDT ignores this key then"
             )
-        elif all_off:
-            note += " (off, as every flag key here: no bf16 to migrate)"
         elif turns_on:
             note += f"; {target.why_not}"
         found.append(
