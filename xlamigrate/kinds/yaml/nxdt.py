@@ -93,8 +93,8 @@ class _Target:
             return cls(None, f"the mode {mode} has no NxDT precision.type")
         keys = fields(config.precision)
         rounding = keys.get(table.rounding_key)
-        rounding_on = rounding is not None and is_string(rounding) and torch_xla_enabled(
-            text(rounding)
+        rounding_on = (
+            rounding is not None and is_string(rounding) and torch_xla_enabled(text(rounding))
         )
         name = wanted.rounding if rounding_on and wanted.rounding else wanted.type
         target = table.types[name]
