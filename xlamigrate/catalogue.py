@@ -17,7 +17,11 @@ FLAGS_FILE = "flags.toml"
 LAUNCHERS_FILE = "launchers.toml"  # read by xlamigrate.kinds.launch
 PLATFORMS_FILE = "platforms.toml"  # read by xlamigrate.project.platform
 NXDT_FILE = "nxdt.toml"  # read by xlamigrate.nxdttable
-_NOT_RULES = frozenset({LAUNCHERS_FILE, PLATFORMS_FILE, APIS_FILE, NXDT_FILE})
+FRAMEWORKS_FILE = "frameworks.toml"  # read by xlamigrate.frameworktable
+LAUNCH_APIS_FILE = "launch_apis.toml"  # read by xlamigrate.launchtable
+_NOT_RULES = frozenset(
+    {LAUNCHERS_FILE, PLATFORMS_FILE, APIS_FILE, NXDT_FILE, FRAMEWORKS_FILE, LAUNCH_APIS_FILE}
+)
 
 
 class UnknownCodeError(ValueError):

@@ -27,6 +27,7 @@ from xlamigrate.catalogue import Catalogue
 from xlamigrate.config import Settings
 from xlamigrate.discover import Discovery, SourceFile, discover
 from xlamigrate.flagvalue import RECIPE_FLAGS
+from xlamigrate.frameworktable import framework_table
 from xlamigrate.kinds.textaccess import TextAnalysis
 from xlamigrate.model import (
     FileError,
@@ -321,7 +322,11 @@ class _Layout:
 
     def _pinned(self, job: _Job, context: FileContext) -> FileContext:
         """The context with the torch-xla the file runs on (for a Python file naming it)."""
-        if self.pins is None or job.kind not in _SCRIPT_KINDS or b"torch_xla" not in job.data:
+        if self.pins is None or job.kind not in _SCRIPT_KINDS:
+            return context
+        if framework_table().may_be_used(job.data):  # the releases its frameworks run (XM104)
+            context = replace(context, frameworks=self.pins.frameworks(Path(job.display)))
+        if b"torch_xla" not in job.data:
             return context
         return replace(context, torch_xla=self.pins.floor(Path(job.display)))
 

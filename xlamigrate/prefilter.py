@@ -1,6 +1,7 @@
 """Which files are worth parsing, from their bytes alone: a file that names no flag, no kind
-trigger, no torch-xla runtime variable and (in Python) no torch-xla API of the table cannot
-have a finding, so it is never parsed."""
+trigger, no torch-xla runtime variable and (in Python) no torch-xla API of the table and no
+framework option that sets a flag (a package and an option's name) cannot have a finding, so
+it is never parsed."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from collections.abc import Iterable
 from xlamigrate import kinds
 from xlamigrate.apitable import api_table
 from xlamigrate.catalogue import Catalogue
+from xlamigrate.frameworktable import FrameworkTable, framework_table
 from xlamigrate.xlavariables import variable_names
 
 _API_KINDS = frozenset({"python", "notebook"})  # where torch-xla APIs are called
+_XM104 = "XM104"  # a framework's option that sets a legacy flag (rules/frameworks.toml)
 
 
 class Prefilter:
@@ -24,6 +27,8 @@ class Prefilter:
         self.apis = _any_of(table.last_names) if uses_apis else None
         variables = variable_names(enabled)
         self.variables = _any_of(variables) if variables else None
+        # a framework's precision option (XM104): the file names its package and the option
+        self.frameworks: FrameworkTable | None = framework_table() if _XM104 in enabled else None
 
     def may_have_findings(self, kind: str, data: bytes) -> bool:
         if self.flags.search(data):
@@ -32,6 +37,8 @@ class Prefilter:
             return True
         trigger = self.triggers.get(kind)
         if trigger is not None and trigger.search(data) is not None:
+            return True
+        if self.frameworks is not None and kind in _API_KINDS and self.frameworks.may_be_used(data):
             return True
         return (
             self.apis is not None

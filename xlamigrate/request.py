@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from xlamigrate.apitable import Version
 from xlamigrate.config import DEFAULT_RUNTIME
+from xlamigrate.frameworktable import Releases
 from xlamigrate.kinds.textaccess import TextAccess
 from xlamigrate.project.model import ScriptRecipe, WriteDecision
 from xlamigrate.recipes import DEFAULT_MODE as DEFAULT_MODE
@@ -65,6 +66,10 @@ class FileContext:
     # The oldest torch-xla the project runs on (its pins, or --torch-xla-version): an API fix
     # whose replacement is newer is reported instead. None: no pin known, every fix is written.
     torch_xla: Version | None = None
+    # The releases of the frameworks (and platform packages) the project pins for this file
+    # (project/frameworkpins.py): a framework that sets a legacy flag only in some of its
+    # releases is reported where the pins allow one of them (XM104). Empty: no pin known.
+    frameworks: tuple[tuple[str, Releases], ...] = ()
 
     @property
     def reads_against(self) -> ScriptRecipe | None:

@@ -14,14 +14,19 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from xlamigrate.apitable import Version
 from xlamigrate.project.projectfiles import folders_up, read_small
+
+if TYPE_CHECKING:
+    from xlamigrate.project.frameworkpins import FrameworkPins, Pinned
 
 _SOURCES = re.compile(
     r"(?:requirements.*\.txt|constraints.*\.txt|pyproject\.toml|setup\.py"
     r"|(?:Docker|Container)file(?:\..*)?|.*\.dockerfile)"
 )
+PIN_FILES = _SOURCES  # where a project pins anything (frameworkpins.py reads them too)
 _PACKAGES = {"torch-xla": 2, "torch-neuronx": 2}  # numbers of the version that name torch-xla
 _FLOOR_OPERATORS = ("==", "===", ">=", "~=", ">")
 # A quoted string (setup.py, pyproject.toml) or a word of a line (requirements, Dockerfile).
@@ -39,6 +44,7 @@ class Pins:
         self.root = root.resolve()  # the project's root: pins above it are not the project's
         self.override = override
         self._floors: dict[Path, Version | None] = {}
+        self._frameworks: FrameworkPins | None = None
 
     def floor(self, path: Path) -> Version | None:
         """The oldest torch-xla the file at `path` runs on; None: nothing pins it."""
@@ -49,6 +55,14 @@ class Pins:
             if found is not None:
                 return found
         return None
+
+    def frameworks(self, path: Path) -> Pinned:
+        """The frameworks' releases the file at `path` runs on (frameworkpins.py)."""
+        from xlamigrate.project.frameworkpins import FrameworkPins
+
+        if self._frameworks is None:
+            self._frameworks = FrameworkPins(self.root)
+        return self._frameworks.releases(path)
 
     def _folder_floor(self, folder: Path) -> Version | None:
         if folder not in self._floors:

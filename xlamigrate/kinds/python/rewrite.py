@@ -22,6 +22,7 @@ from xlamigrate.kinds.python.scan import (
     Pairs,
     api_pairs,
     env_analysis,
+    framework_options,
     kept_for_children,
     parse_failure,
     parsed_python,
@@ -53,7 +54,7 @@ def rewrite_python(
     analysis = env_analysis(module, source, catalogue, RECIPE_VARIABLES, scopes)
     lines = SourceLines(source)
     pairs = kept_for_children(
-        reported(path, source, analysis, lines.span, catalogue, enabled),
+        reported(path, source, analysis, lines.span, catalogue, enabled, scopes),
         context,
         analysis.children,
     )
@@ -66,6 +67,7 @@ def rewrite_python(
         commands = list(found)
     apis = api_pairs(path, source, scopes, lines, catalogue, enabled, context)
     commands += python_variables(path, source, module, scopes, lines, catalogue, enabled)
+    commands += framework_options(path, source, scopes, lines, catalogue, enabled, context)
     if not pairs and context.recipe is None and not apis:
         remaining_commands = tuple(sorted(commands, key=lambda f: f.sort_key))
         return RewriteOutcome(path, data, None, remaining=remaining_commands)

@@ -104,7 +104,7 @@ def _scan_on_ast(
     also = RECIPE_VARIABLES if planned else ()
     analysis = env_analysis(module, source, catalogue, also, scopes)
     lines = SourceLines(source)
-    pairs = reported(path, source, analysis, lines.span, catalogue, enabled)
+    pairs = reported(path, source, analysis, lines.span, catalogue, enabled, scopes)
     script: TrainingScript | None = None
     recipe = context.reads_against
     reads = {
@@ -146,6 +146,7 @@ def _scan_on_ast(
         for _, finding in api_pairs(path, source, scopes, lines, catalogue, enabled, context)
     ]
     found += python_variables(path, source, module, scopes, lines, catalogue, enabled)
+    found += framework_options(path, source, scopes, lines, catalogue, enabled, context)
     return FileResult(path, findings=tuple(sorted(found, key=lambda f: f.sort_key)))
 
 
@@ -182,6 +183,30 @@ def python_variables(
     found = variable_findings(
         path, analysis.accesses, lambda a: lines.span(a.node), catalogue, enabled
     )
+    if not _commented(lines, found):
+        return found
+    table = parse_suppressions(_comments(source))
+    return [f for f in found if not finding_suppressed(f, table)]
+
+
+def framework_options(
+    path: str,
+    source: str,
+    scopes: Scopes,
+    lines: SourceLines,
+    catalogue: Catalogue,
+    enabled: frozenset[str],
+    context: FileContext,
+) -> list[Finding]:
+    """The file's framework options that make the framework set a legacy flag itself (XM104)."""
+    from xlamigrate.kinds.python.frameworks import framework_findings
+
+    def code(node: ast.AST) -> str:
+        span = lines.span(node)
+        start = lines.offset(span.line, span.column - 1)
+        return source[start : lines.offset(span.end_line, span.end_column - 1)]
+
+    found = framework_findings(path, source, scopes, lines.span, code, catalogue, enabled, context)
     if not _commented(lines, found):
         return found
     table = parse_suppressions(_comments(source))
@@ -240,8 +265,10 @@ def reported(
     span: Callable[[Any], Span],
     catalogue: Catalogue,
     enabled: frozenset[str],
+    scopes: Scopes | None = None,
 ) -> Pairs:
-    """The findings the user asked for: selected codes, not suppressed by a comment."""
+    """The findings the user asked for: selected codes, not suppressed by a comment (with
+    `scopes`, a flag written into a launch API's environment says where it goes)."""
     pairs = [
         (item, finding)
         for item, finding in classified(path, analysis, span, catalogue)
@@ -249,6 +276,10 @@ def reported(
     ]
     if not pairs:
         return pairs
+    if scopes is not None and analysis.mentions:
+        from xlamigrate.kinds.python.launchcalls import launched
+
+        pairs = launched(pairs, scopes)
     if not _commented(SourceLines(source), [finding for _, finding in pairs]):
         return pairs  # no comment on a finding's line: nothing suppresses it (no tokenizing)
     table = parse_suppressions(_comments(source))

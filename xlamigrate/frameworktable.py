@@ -1,0 +1,185 @@
+"""The frameworks table (`rules/frameworks.toml`): the options of Lightning, accelerate and
+optimum-neuron that make the framework set a legacy flag itself, on which platforms, and in
+which of its releases. Data only: the Python kind finds the options (XM104); the project's pins
+say which release runs."""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from xlamigrate.apitable import Version
+from xlamigrate.catalogue import FRAMEWORKS_FILE
+from xlamigrate.rulesdata import CatalogueError, read_toml, rules_directory
+
+_XLA = ("call", "keywords", "file")
+Literal = str | int | float | bool
+
+
+@dataclass(frozen=True)
+class Releases:
+    """The releases a pin allows (None: unbounded on that side)."""
+
+    low: Version | None = None
+    high: Version | None = None
+    high_included: bool = False
+    spelled: str = ""  # as the project wrote it: "lightning==2.4.0"
+
+    def overlaps(self, first: Version, stops: Version | None) -> bool:
+        """Whether one allowed release is in [first, stops)."""
+        below_high = (
+            self.high is None or first < self.high or (self.high_included and first == self.high)
+        )
+        return below_high and (stops is None or self.low is None or self.low < stops)
+
+    def within(self, first: Version, stops: Version | None) -> bool:
+        """Whether every allowed release is in [first, stops)."""
+        if self.low is None or self.low < first:
+            return False
+        if stops is None:
+            return True
+        return self.high is not None and (
+            self.high < stops or (self.high == stops and not self.high_included)
+        )
+
+
+@dataclass(frozen=True)
+class Framework:
+    name: str
+    packages: tuple[str, ...]  # canonical distribution names
+    newest_read: str  # as released: "2.6.5"
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One option of one framework that makes it set a legacy flag (rules/frameworks.toml says
+    what each field means)."""
+
+    framework: str
+    calls: frozenset[str]
+    option: str
+    position: int | None
+    values: tuple[Literal, ...]
+    sets: str
+    xla: str
+    device: tuple[tuple[str, tuple[str, ...]], ...]
+    unless: tuple[tuple[str, tuple[Literal, ...]], ...]
+    requires: tuple[str, ...]
+    platforms: frozenset[str]
+    first: Version
+    last: Version | None
+    stops: Version | None
+    also: str
+    instead: str
+    evidence: str
+    written: str  # its releases as released: "0.11.0-0.27.2", "2.1.0+"
+
+
+@dataclass(frozen=True)
+class Platform:
+    pins: tuple[str, ...]
+    imports: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class FrameworkTable:
+    frameworks: Mapping[str, Framework]
+    knobs: tuple[Knob, ...]
+    platforms: Mapping[str, Platform]  # "xla": any XLA device; "neuron", "tpu"
+
+    @functools.cached_property
+    def last_names(self) -> frozenset[str]:
+        """The calls' last names: what a file that makes one of the calls holds."""
+        return frozenset(name.rsplit(".", 1)[-1] for knob in self.knobs for name in knob.calls)
+
+    @functools.cached_property
+    def packages(self) -> frozenset[str]:
+        """Every distribution whose pins the knobs or the platforms ask about."""
+        found = {p for framework in self.frameworks.values() for p in framework.packages}
+        return frozenset(found | {p for platform in self.platforms.values() for p in platform.pins})
+
+    @functools.cached_property
+    def _roots(self) -> re.Pattern[bytes]:
+        roots = {_root(name) for knob in self.knobs for name in (knob.requires or knob.calls)}
+        return _any_of(roots)
+
+    @functools.cached_property
+    def _words(self) -> re.Pattern[bytes]:
+        words = {knob.option for knob in self.knobs if knob.option}
+        words |= {n.rsplit(".", 1)[-1] for k in self.knobs if not k.option for n in k.calls}
+        return _any_of(words)
+
+    def may_be_used(self, data: bytes) -> bool:
+        """Whether the bytes may hold a knob: a framework's package and an option's name (the
+        prefilter's question; most files hold neither)."""
+        return self._roots.search(data) is not None and self._words.search(data) is not None
+
+
+@functools.cache
+def framework_table() -> FrameworkTable:
+    data = read_toml(rules_directory().joinpath(FRAMEWORKS_FILE))
+    try:
+        frameworks = [_framework(item) for item in data.get("framework", [])]
+        knobs = tuple(_knob(item) for item in data.get("knob", []))
+        platforms = {
+            name: Platform(tuple(_canonical(p) for p in item["pins"]), tuple(item["imports"]))
+            for name, item in data.get("platform", {}).items()
+        }
+    except (KeyError, TypeError, ValueError) as error:
+        raise CatalogueError(f"{FRAMEWORKS_FILE}: {type(error).__name__}: {error}") from error
+    named = {framework.name: framework for framework in frameworks}
+    for knob in knobs:
+        if knob.framework not in named:
+            raise CatalogueError(f"{FRAMEWORKS_FILE}: a knob of unknown {knob.framework!r}")
+    return FrameworkTable(MappingProxyType(named), knobs, MappingProxyType(platforms))
+
+
+def _framework(item: dict[str, Any]) -> Framework:
+    return Framework(
+        name=item["name"],
+        packages=tuple(_canonical(name) for name in item["packages"]),
+        newest_read=item["newest_read"],
+    )
+
+
+def _knob(item: dict[str, Any]) -> Knob:
+    if item["xla"] not in _XLA:
+        raise ValueError(f"xla {item['xla']!r} not in {_XLA}")
+    return Knob(
+        framework=item["framework"],
+        calls=frozenset(item["calls"]),
+        option=item["option"],
+        position=item.get("position"),
+        values=tuple(item["values"]),
+        sets=item["sets"],
+        xla=item["xla"],
+        device=tuple((k, tuple(v)) for k, v in item.get("device", {}).items()),
+        unless=tuple((k, tuple(v)) for k, v in item.get("unless", {}).items()),
+        requires=tuple(item.get("requires", ())),
+        platforms=frozenset(item["platforms"]),
+        first=Version.parse(item["first"]),
+        last=Version.parse(item["last"]) if item["last"] else None,
+        stops=Version.parse(item["stops"]) if item["stops"] else None,
+        also=item.get("also", ""),
+        instead=" ".join(item["instead"].split()),
+        evidence=item["evidence"],
+        written=f"{item['first']}-{item['last']}" if item["last"] else f"{item['first']}+",
+    )
+
+
+def _canonical(name: str) -> str:
+    """A distribution's name as pip compares it (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _root(qualified: str) -> bytes:
+    return qualified.split(".", 1)[0].encode("ascii")
+
+
+def _any_of(words: Iterable[bytes | str]) -> re.Pattern[bytes]:
+    encoded = {w.encode("ascii") if isinstance(w, str) else w for w in words}
+    return re.compile(b"|".join(re.escape(w) for w in sorted(encoded, key=len, reverse=True)))

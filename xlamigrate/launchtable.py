@@ -1,0 +1,65 @@
+"""The launch APIs table (`rules/launch_apis.toml`): Python calls that start a training script or
+a worker elsewhere (a SageMaker estimator, Metaflow's `@environment`, Ray's `runtime_env`) with
+an environment the caller writes as a dict. Data only: kinds/python/launchcalls.py finds the
+flags written into such a dict and says where they go."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+from xlamigrate.catalogue import LAUNCH_APIS_FILE
+from xlamigrate.rulesdata import CatalogueError, read_toml, rules_directory
+
+
+@dataclass(frozen=True)
+class LaunchApi:
+    """One call that hands an environment dict to another process (the table says each field)."""
+
+    framework: str
+    calls: frozenset[str]
+    env: tuple[str, ...]  # "runtime_env.env_vars" -> ("runtime_env", "env_vars")
+    entry: tuple[tuple[str, ...], ...]
+    folder: tuple[tuple[str, ...], ...]
+    process: str
+    decorates: bool
+    evidence: str
+
+
+@dataclass(frozen=True)
+class LaunchTable:
+    apis: tuple[LaunchApi, ...]
+    messages: tuple[tuple[str, str], ...]  # ("entry" | "decorates" | "other", its template)
+
+    def message(self, kind: str) -> str:
+        return dict(self.messages)[kind]
+
+    @functools.cached_property
+    def last_names(self) -> frozenset[str]:
+        """The calls' last names (`PyTorch`, `init`): what a file making one of them holds."""
+        return frozenset(name.rsplit(".", 1)[-1] for api in self.apis for name in api.calls)
+
+
+@functools.cache
+def launch_table() -> LaunchTable:
+    data = read_toml(rules_directory().joinpath(LAUNCH_APIS_FILE))
+    try:
+        apis = tuple(_api(item) for item in data.get("launch", []))
+        messages = tuple((kind, data["message"][kind]) for kind in ("entry", "decorates", "other"))
+    except (KeyError, TypeError, ValueError) as error:
+        raise CatalogueError(f"{LAUNCH_APIS_FILE}: {type(error).__name__}: {error}") from error
+    return LaunchTable(apis, messages)
+
+
+def _api(item: dict[str, Any]) -> LaunchApi:
+    return LaunchApi(
+        framework=item["framework"],
+        calls=frozenset(item["calls"]),
+        env=tuple(item["env"].split(".")),
+        entry=tuple(tuple(path.split(".")) for path in item["entry"]),
+        folder=tuple(tuple(path.split(".")) for path in item["folder"]),
+        process=item["process"],
+        decorates=bool(item.get("decorates", False)),
+        evidence=item["evidence"],
+    )
