@@ -7,21 +7,25 @@ examples/training_orchestrator.py at each release."""
 
 from __future__ import annotations
 
+import ast
+import shutil
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, PRECISION_IGNORE
 from xlamigrate.apitable import Version
 from xlamigrate.catalogue import Catalogue
-from xlamigrate.engine import rewrite_source
+from xlamigrate.config import load_settings
+from xlamigrate.engine import rewrite_paths, rewrite_source, scan_paths
 from xlamigrate.kinds import yaml as yaml_kind
+from xlamigrate.kinds.python.nxdt_orchestrator import orchestrator_reason
 from xlamigrate.kinds.python.rewrite import MODES
 from xlamigrate.kinds.yaml.analysis import analyse
 from xlamigrate.model import Finding
 from xlamigrate.nxdttable import nxdt_table
 from xlamigrate.prefilter import Prefilter
-from xlamigrate.request import FileContext
+from xlamigrate.request import FileContext, RewriteRequest
 
 CASES_DIR = FIXTURES / "nxdt"
 CASES = [
@@ -181,3 +185,42 @@ def test_the_table_says_every_bf16_type_but_autocast_sets_a_flag_in_every_releas
     assert on["autocast"] == on["fp32"] == on["manual"] == ()
     assert all(t.until == table.newest_read for t in table.types.values())
     assert table.types["autocast"].since == Version.parse("1.1.0")
+
+
+def test_an_export_before_nxdts_orchestrator_overrides_the_config_and_stays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, catalogue: Catalogue
+) -> None:
+    """NxDT's set_env_variable sets a variable only where the environment has none (every
+    release read): the launcher's XLA_USE_BF16=1 beats the config's `type: autocast`. The
+    orchestrator takes no recipe, so the export stays, saying so; nothing is rewritten."""
+    shutil.copytree(FIXTURES / "nxdt_launcher", tmp_path, dirs_exist_ok=True)
+    monkeypatch.chdir(tmp_path)
+    settings = load_settings([Path(".")], catalogue).with_overrides(ignore=PRECISION_IGNORE)
+    scan = scan_paths([Path(".")], settings, catalogue)
+    (export,) = [f for f in scan.findings if f.path == "train.sh"]
+    assert (export.code, export.span.line) == ("XM101", 4)
+    assert export.fix is not None and export.fix.applicability == "manual"
+    assert "neuronx-distributed-training's training_orchestrator.py" in export.message
+    assert "this export overrides the config" in export.message
+    assert not any(f.path == "conf/llama.yaml" for f in scan.findings)
+    for mode in MODES:
+        rewrite = rewrite_paths([Path(".")], settings, catalogue, RewriteRequest(mode))
+        assert not any(outcome.changed for outcome in rewrite.outcomes), mode
+        (edge,) = rewrite.launches
+        assert not edge.migrated and "set_env_variable sets only unset variables" in edge.reason
+
+
+@pytest.mark.parametrize(
+    ("source", "recognised"),
+    [
+        ("def set_env_variable(n, v, append=False, overwrite=False): ...\n"
+         "def process_config(cfg): ...\n", True),
+        ("def process_config(cfg): ...\n", False),  # a script of the project's own
+        ("class C:\n    def set_env_variable(self): ...\n    def process_config(self): ...\n",
+         False),
+    ],
+)  # fmt: skip
+def test_nxdts_orchestrator_is_known_by_the_functions_it_defines(
+    source: str, recognised: bool
+) -> None:
+    assert (orchestrator_reason(ast.parse(source)) is not None) == recognised

@@ -51,6 +51,7 @@ class Release:
 class NxdtTable:
     framework: str
     orchestrator: str
+    orchestrator_functions: frozenset[str]
     newest_read: Version
     top_level_keys: frozenset[str]
     manual_keys: Mapping[str, str]  # config key -> the flag it is passed on as
@@ -109,6 +110,7 @@ def _table(data: dict[str, Any]) -> NxdtTable:
     return NxdtTable(
         framework=data["framework"],
         orchestrator=data["orchestrator"],
+        orchestrator_functions=frozenset(data["orchestrator_functions"]),
         newest_read=Version.parse(data["newest_read"]),
         top_level_keys=frozenset(data["top_level_keys"]),
         manual_keys=MappingProxyType(manual),

@@ -13,6 +13,7 @@ from xlamigrate.catalogue import Catalogue
 from xlamigrate.kinds.python.astpositions import SourceLines
 from xlamigrate.kinds.python.astscopes import Scopes
 from xlamigrate.kinds.python.envaccess import EnvAccess
+from xlamigrate.kinds.python.nxdt_orchestrator import orchestrator_reason
 from xlamigrate.kinds.python.plan import Plan
 from xlamigrate.kinds.python.planner import (
     RECIPE_PROBLEMS as RECIPE_PROBLEMS,
@@ -77,6 +78,8 @@ def rewrite_python(
     planner = Planner(path, script, catalogue, request, context, analysis.accesses)
     plan = planner.make_plan(pairs)
     unapplied = planner.unapplied()
+    if context.recipe is not None:  # a launched script: NxDT's orchestrator takes none
+        unapplied = orchestrator_reason(module) or unapplied
     if unapplied is None and planner.blocked_in_file():
         # the file's own enabling writes stay: planned again with them left, manual
         problems = planner.problems()
