@@ -224,3 +224,37 @@ def test_nxdts_orchestrator_is_known_by_the_functions_it_defines(
     source: str, recognised: bool
 ) -> None:
     assert (orchestrator_reason(ast.parse(source)) is not None) == recognised
+
+
+def _scan_project(tmp_path: Path, files: dict[str, str], catalogue: Catalogue) -> list[Finding]:
+    files = {"pyproject.toml": '[tool.xlamigrate]\nmode = "autocast"\n', **files}
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    settings = load_settings([tmp_path], catalogue)
+    return list(scan_paths([tmp_path], settings, catalogue).findings)
+
+
+def test_a_project_pinning_nxdt_before_the_autocast_type_keeps_its_manual_config(
+    tmp_path: Path, catalogue: Catalogue
+) -> None:
+    config = (CASES_DIR / "manual_use_bf16_on" / "before.yaml").read_text()
+    files = {"conf/llama.yaml": config, "requirements.txt": "neuronx-distributed-training==1.0.1\n"}
+    findings = _scan_project(tmp_path, files, catalogue)
+    assert [(f.code, f.fix and f.fix.applicability) for f in findings] == [
+        ("XM101", "manual"),
+        ("XM102", "manual"),
+    ]
+    assert "this project pins NxDT 1.0.1: upgrade NxDT, then rewrite again" in findings[0].message
+    unpinned = _scan_project(tmp_path / "unpinned", {"conf/llama.yaml": config}, catalogue)
+    assert [f.fix and f.fix.applicability for f in unpinned] == ["safe", "safe"]
+
+
+def test_a_project_pinning_an_nxdt_newer_than_the_releases_read_is_told_so(
+    tmp_path: Path, catalogue: Catalogue
+) -> None:
+    config = (CASES_DIR / "bf16sr_type" / "before.yaml").read_text()
+    files = {"conf/llama.yaml": config, "requirements.txt": "neuronx-distributed-training>=1.7\n"}
+    (finding,) = _scan_project(tmp_path, files, catalogue)
+    assert finding.code == "XM105"
+    assert "this project pins NxDT 1.7, newer than the releases read" in finding.message

@@ -322,7 +322,11 @@ class _Layout:
 
     def _pinned(self, job: _Job, context: FileContext) -> FileContext:
         """The context with the torch-xla the file runs on (for a Python file naming it)."""
-        if self.pins is None or job.kind not in _SCRIPT_KINDS:
+        if self.pins is None:
+            return context
+        if job.kind == "yaml" and b"precision" in job.data:  # an NxDT config's release (XM105)
+            return replace(context, frameworks=self.pins.frameworks(Path(job.display)))
+        if job.kind not in _SCRIPT_KINDS:
             return context
         if framework_table().may_be_used(job.data):  # the releases its frameworks run (XM104)
             context = replace(context, frameworks=self.pins.frameworks(Path(job.display)))

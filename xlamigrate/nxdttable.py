@@ -5,7 +5,7 @@ of xlamigrate's modes is. Data only: the YAML kind recognises the configs (kinds
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -13,6 +13,7 @@ from typing import Any
 from xlamigrate.apitable import Version
 from xlamigrate.catalogue import NXDT_FILE
 from xlamigrate.flagvalue import RECIPE_FLAGS, torch_xla_enabled
+from xlamigrate.frameworktable import Releases
 from xlamigrate.rulesdata import CatalogueError, read_toml, rules_directory
 
 
@@ -53,12 +54,18 @@ class NxdtTable:
     orchestrator: str
     orchestrator_functions: frozenset[str]
     newest_read: Version
+    packages: frozenset[str]  # canonical distribution names (project/frameworkpins.py reads them)
     top_level_keys: frozenset[str]
     manual_keys: Mapping[str, str]  # config key -> the flag it is passed on as
     rounding_key: str
     mode_types: Mapping[str, ModeType]
     releases: tuple[Release, ...]
     types: Mapping[str, NxdtType]
+
+    def floor(self, pinned: Sequence[tuple[str, Releases]]) -> Version | None:
+        """The oldest NxDT release the project's pins allow (None: no lower bound known)."""
+        lows = [r.low for package, r in pinned if package in self.packages and r.low is not None]
+        return min(lows) if lows else None
 
     def release(self, version: Version) -> Release | None:
         return next((r for r in self.releases if r.version == version), None)
@@ -112,6 +119,7 @@ def _table(data: dict[str, Any]) -> NxdtTable:
         orchestrator=data["orchestrator"],
         orchestrator_functions=frozenset(data["orchestrator_functions"]),
         newest_read=Version.parse(data["newest_read"]),
+        packages=frozenset(data["packages"]),
         top_level_keys=frozenset(data["top_level_keys"]),
         manual_keys=MappingProxyType(manual),
         rounding_key=rounding_key,

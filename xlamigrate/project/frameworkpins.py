@@ -15,6 +15,7 @@ from pathlib import Path
 
 from xlamigrate.apitable import Version
 from xlamigrate.frameworktable import Releases, framework_table
+from xlamigrate.nxdttable import nxdt_table
 from xlamigrate.project.pins import PIN_FILES
 from xlamigrate.project.projectfiles import folders_up, read_small
 
@@ -29,7 +30,7 @@ class FrameworkPins:
 
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
-        self.packages = framework_table().packages
+        self.packages = framework_table().packages | nxdt_table().packages
         self._named = re.compile(
             "|".join(sorted((p.replace("-", "[-_.]") for p in self.packages), key=len)[::-1]),
             re.I,

@@ -11,6 +11,7 @@ from xlamigrate.kinds import textscan
 from xlamigrate.kinds.textaccess import TextAnalysis
 from xlamigrate.kinds.yaml.analysis import analyse, render
 from xlamigrate.model import FileResult, RewriteOutcome
+from xlamigrate.nxdttable import nxdt_table
 from xlamigrate.recipes import DEFAULT_MODE
 from xlamigrate.request import STANDALONE, FileContext, RewriteRequest
 
@@ -18,8 +19,10 @@ KIND = textscan.TextKind(analyse, render)
 analyse_file = KIND.analyse_file
 
 
-def _kind(mode: str) -> textscan.TextKind:
-    return textscan.TextKind(partial(analyse, mode=mode), render)
+def _kind(mode: str, context: FileContext | None) -> textscan.TextKind:
+    """The kind worded for `mode`, and for the NxDT release the project pins."""
+    floor = nxdt_table().floor(context.frameworks) if context is not None else None
+    return textscan.TextKind(partial(analyse, mode=mode, nxdt_floor=floor), render)
 
 
 def scan(
@@ -33,7 +36,7 @@ def scan(
     mode = context.mode if context is not None else DEFAULT_MODE
     if analysis is not None and any(a.form.startswith("nxdt-") for a in analysis.accesses):
         analysis = None  # (the project's analysis words an NxDT config for no mode in particular)
-    return _kind(mode).scan(path, data, catalogue, enabled, context, analysis)
+    return _kind(mode, context).scan(path, data, catalogue, enabled, context, analysis)
 
 
 def rewrite(
@@ -44,4 +47,4 @@ def rewrite(
     request: RewriteRequest,
     context: FileContext = STANDALONE,
 ) -> RewriteOutcome:
-    return _kind(request.mode).rewrite(path, data, catalogue, enabled, request, context)
+    return _kind(request.mode, context).rewrite(path, data, catalogue, enabled, request, context)
