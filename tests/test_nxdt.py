@@ -98,9 +98,8 @@ def test_manual_type_stays_where_the_modes_type_sets_the_flag_itself(
     assert "bf16SR, sets XLA_USE_BF16=1 itself in NxDT 1.0.0-1.6.0" in use.message
     assert "precision.type autocast (NxDT 1.1.0 and later) sets neither flag" in use.message
     assert downcast.code == "XM102"
-    # fp32-copy with rounding on in the manual keys: the rounding variant, which sets it too
     (use, _) = _scan(text, catalogue, "fp32-copy")
-    assert "mixed_precision_SR, sets XLA_DOWNCAST_BF16=1 itself" in use.message
+    assert "fp32-copy's NxDT type, mixed_precision, sets XLA_DOWNCAST_BF16=1 itself" in use.message
 
 
 def test_scan_offers_the_autocast_type_as_a_safe_fix_in_autocast_mode(

@@ -33,14 +33,6 @@ class NxdtType:
 
 
 @dataclass(frozen=True)
-class ModeType:
-    """The NxDT type of one of xlamigrate's modes (`rounding`: its variant with rounding on)."""
-
-    type: str
-    rounding: str | None = None
-
-
-@dataclass(frozen=True)
 class Release:
     name: str  # as NxDT numbers it ("1.6.0")
     version: Version
@@ -57,8 +49,7 @@ class NxdtTable:
     packages: frozenset[str]  # canonical distribution names (project/frameworkpins.py reads them)
     top_level_keys: frozenset[str]
     manual_keys: Mapping[str, str]  # config key -> the flag it is passed on as
-    rounding_key: str
-    mode_types: Mapping[str, ModeType]
+    mode_types: Mapping[str, str]  # xlamigrate's mode -> its NxDT type
     releases: tuple[Release, ...]
     types: Mapping[str, NxdtType]
 
@@ -94,7 +85,6 @@ def nxdt_table() -> NxdtTable:
 
 def _table(data: dict[str, Any]) -> NxdtTable:
     manual = dict(data["manual_keys"])
-    rounding_key = manual.pop("rounding")
     if not set(manual.values()) <= set(RECIPE_FLAGS):
         raise ValueError(f"manual_keys name a variable that is no legacy flag: {manual}")
     types = {
@@ -106,14 +96,10 @@ def _table(data: dict[str, Any]) -> NxdtTable:
         )
         for item in data["type"]
     }
-    mode_types = {
-        mode: ModeType(entry["type"], entry.get("rounding"))
-        for mode, entry in data["mode_types"].items()
-    }
-    for entry in mode_types.values():
-        for name in (entry.type, entry.rounding):
-            if name is not None and name not in types:
-                raise ValueError(f"mode_types names an unknown type {name!r}")
+    mode_types = {mode: str(name) for mode, name in data["mode_types"].items()}
+    for name in mode_types.values():
+        if name not in types:
+            raise ValueError(f"mode_types names an unknown type {name!r}")
     return NxdtTable(
         framework=data["framework"],
         orchestrator=data["orchestrator"],
@@ -122,7 +108,6 @@ def _table(data: dict[str, Any]) -> NxdtTable:
         packages=frozenset(data["packages"]),
         top_level_keys=frozenset(data["top_level_keys"]),
         manual_keys=MappingProxyType(manual),
-        rounding_key=rounding_key,
         mode_types=MappingProxyType(mode_types),
         releases=tuple(
             Release(r["version"], Version.parse(r["version"]), r["sdk"], r["commit"])

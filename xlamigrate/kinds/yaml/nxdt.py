@@ -60,7 +60,7 @@ def accesses(
     (`floor`: the oldest NxDT the project pins, where known)."""
     table = nxdt_table()
     if config.type.name == _MANUAL:
-        return _manual_keys(config, positions, names, _Target.of(config, table, mode, floor))
+        return _manual_keys(config, positions, names, _Target.of(table, mode, floor))
     span = positions.span(config.type_node)
     return [
         TextAccess(
@@ -87,16 +87,10 @@ class _Target:
     why_not: str  # "" where `type` sets no flag and the project's NxDT has it
 
     @classmethod
-    def of(cls, config: NxdtConfig, table: NxdtTable, mode: str, floor: Version | None) -> _Target:
-        wanted = table.mode_types.get(mode)
-        if wanted is None:
+    def of(cls, table: NxdtTable, mode: str, floor: Version | None) -> _Target:
+        name = table.mode_types.get(mode)
+        if name is None:
             return cls(None, f"the mode {mode} has no NxDT precision.type")
-        keys = fields(config.precision)
-        rounding = keys.get(table.rounding_key)
-        rounding_on = (
-            rounding is not None and is_string(rounding) and torch_xla_enabled(text(rounding))
-        )
-        name = wanted.rounding if rounding_on and wanted.rounding else wanted.type
         target = table.types[name]
         if target.flags_on:
             flags = " and ".join(f"{flag}=1" for flag in target.flags_on)
@@ -197,4 +191,4 @@ def _release_name(table: NxdtTable, version: Version) -> str:
 
 
 def _recipe_types(table: NxdtTable) -> set[str]:
-    return {name for m in table.mode_types.values() for name in (m.type, m.rounding) if name}
+    return set(table.mode_types.values())
