@@ -82,9 +82,10 @@ def option_uses(
     (releases) that do where the file runs."""
     known = _known(scopes, table, dict(pinned))
     pins = dict(pinned)
+    names_called = table.last_names | aliases(scopes)
     found: list[OptionUse] = []
     for node, scope, _ in scopes.order:
-        if not isinstance(node, ast.Call) or _last(node.func) not in table.last_names:
+        if not isinstance(node, ast.Call) or _last(node.func) not in names_called:
             continue
         names = (
             scope.qualified(node.func)
@@ -187,6 +188,18 @@ def _known(scopes: Scopes, table: FrameworkTable, pins: dict[str, Releases]) -> 
     return _Known(xla, frozenset(platforms - {"xla"}), imports)
 
 
+def aliases(scopes: Scopes) -> frozenset[str]:
+    """The names imports bind under another name (`import X as Args`): a call of one may be
+    a table's call."""
+    return frozenset(
+        alias.asname
+        for node, _, _ in scopes.order
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for alias in node.names
+        if alias.asname
+    )
+
+
 def _imported(scopes: Scopes) -> Iterator[str]:
     for node, _, _ in scopes.order:
         if isinstance(node, ast.Import):
@@ -224,21 +237,28 @@ def _subject(
     framework = table.frameworks[first.framework]
     flags = " and ".join(dict.fromkeys(f"{knob.sets}=1" for knob in use.knobs))
     said = f"{_spelled(use, code)}: {framework.name} sets {flags} itself, in releases "
-    said += ", and ".join(_releases(knob) for knob in use.knobs)
+    everywhere = frozenset().union(
+        *(k.platforms for k in table.knobs if k.framework == first.framework)
+    )
+    said += ", and ".join(_releases(knob, everywhere) for knob in use.knobs)
     if any(knob.last is None for knob in use.knobs):
         said += f" ({framework.newest_read}, the newest read, still does)"
     pinned = [pins[p] for p in framework.packages if p in pins]
-    if pinned and any(pinned[0].within(k.first, k.stops) for k in use.knobs):
-        said += f"; the pinned {pinned[0].spelled} is one of them"
-    elif pinned:
-        said += f"; the pinned {pinned[0].spelled} allows them"
-    else:
+    if not pinned:
         said += "; no pin says which release runs"
+    elif not any(pinned[0].within(k.first, k.stops) for k in use.knobs):
+        said += f"; the project pins {pinned[0].spelled}, which allows them"
+    elif pinned[0].low is not None and pinned[0].low == pinned[0].high:
+        said += f"; the project pins {pinned[0].spelled}, one of them"
+    else:
+        said += f"; the project pins {pinned[0].spelled}, within them"
     alsos = "; ".join(dict.fromkeys(knob.also for knob in use.knobs if knob.also))
     if alsos:
         said += f" ({alsos})"
-    insteads = "; ".join(dict.fromkeys(knob.instead for knob in use.knobs))
-    return f"{said}. The flag is not in the code, yet the legacy path runs. Instead: {insteads}"
+    insteads = list(dict.fromkeys(knob.instead for knob in use.knobs))
+    insteads = [a for a in insteads if not any(a != b and a in b for b in insteads)]
+    instead = "; ".join(insteads)
+    return f"{said}. The flag is not in the code, yet the legacy path runs. Instead: {instead}"
 
 
 def _spelled(use: OptionUse, code: Callable[[ast.AST], str]) -> str:
@@ -250,8 +270,9 @@ def _spelled(use: OptionUse, code: Callable[[ast.AST], str]) -> str:
     return f"{code(use.call.func)}({code(use.node)})"
 
 
-def _releases(knob: Knob) -> str:
-    if knob.platforms >= set(_PLATFORM_WORDS):
+def _releases(knob: Knob, everywhere: frozenset[str]) -> str:
+    """The knob's releases, and its platforms where its framework's other knobs have others."""
+    if knob.platforms >= everywhere:
         return knob.written
     on = " and ".join(_PLATFORM_WORDS[p] for p in sorted(knob.platforms))
     return f"{knob.written} on {on} only"

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 
 from xlamigrate.kinds.python.astscopes import Scope, Scopes
 from xlamigrate.kinds.python.envaccess import EnvAccess, FlagMention
+from xlamigrate.kinds.python.frameworks import aliases
 from xlamigrate.launchtable import LaunchApi, LaunchTable, launch_table
 from xlamigrate.model import Finding
 
@@ -70,10 +71,11 @@ def _message(variable: str, reach: Reach, table: LaunchTable) -> str:
 
 def _reaches(scopes: Scopes, table: LaunchTable) -> dict[int, Reach]:
     """The ids of the nodes that write into a launch's environment, each with where it goes."""
+    called = table.last_names | aliases(scopes)
     calls = [
         (node, scope)
         for node, scope, _ in scopes.order
-        if isinstance(node, ast.Call) and _last(node.func) in table.last_names
+        if isinstance(node, ast.Call) and _last(node.func) in called
     ]
     if not calls:
         return {}
@@ -102,7 +104,7 @@ def _script(call: ast.Call, api: LaunchApi, scope: Scope, stores: _Stores) -> st
     folder = _first_string(stores, call, api.folder, scope)
     if folder and "://" in folder:
         return f"{entry} (from {folder})"
-    return posixpath.join(folder, entry) if folder else entry
+    return posixpath.normpath(posixpath.join(folder, entry)) if folder else entry
 
 
 def _first_string(
