@@ -308,6 +308,8 @@ SCRIPT_DIR_IDIOMS = [
     'SCRIPT_DIR=$(cd "$(dirname "$0")"; pwd)',
     "export SCRIPT_DIR=$(cd $(dirname $0) && pwd)",
     "readonly SCRIPT_DIR=$(dirname ${BASH_SOURCE})",
+    'SCRIPT_PATH=$(realpath "$0")\nSCRIPT_DIR=$(dirname "$SCRIPT_PATH")',
+    'SCRIPT_DIR=$(dirname "$0")\nexport SCRIPT_DIR',
 ]
 
 
@@ -353,6 +355,7 @@ def test_a_script_path_below_the_launchers_folder(word: str, script: str) -> Non
         'setup() {\n  SCRIPT_DIR=$(dirname "$0")\n}\nsetup\n',
         'SCRIPT_DIR=$(dirname "$0")\nfor SCRIPT_DIR in a b; do :; done\n',
         'SCRIPT_DIR=$(dirname "$0")\nread -r SCRIPT_DIR < dir.txt\n',
+        'SCRIPT_DIR=$(dirname "$0")\nsetup() {\n  local SCRIPT_DIR\n}\n',
         # the folder of something else, or not a folder at all
         'SCRIPT_DIR=$(dirname "$CONFIG")\n',
         'SCRIPT_DIR=$(readlink "$0")\n',

@@ -22,7 +22,9 @@ _CANONICAL = {  # programs whose output is their argument's path, symbolic links
 }
 _READLINK_CANONICAL = frozenset({"-f", "-e", "-m"})  # without one, readlink reads a link only
 _DECLARING = frozenset({"export", "declare", "typeset", "readonly"})  # `local` is a function's
-_BINDERS = frozenset({"read", "unset", "mapfile", "readarray", "getopts", "let", "local"})
+# `export X` alone keeps X's value; `local X` (and `declare X` in a function) makes another X
+_KEEPING = frozenset({"export", "readonly"})
+_BINDERS = frozenset({"read", "unset", "mapfile", "readarray", "getopts", "let"})
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,8 @@ class OwnFolder:
 
     def _collect(self) -> None:
         """Each variable assigned exactly once, at the top level, to the launcher's folder (or a
-        path below it), and bound nowhere else (a loop, `read`, `unset`, a function's `local`)."""
+        path below it) or its own path (`SCRIPT_PATH=$(realpath "$0")`), and bound nowhere else
+        (a loop, `read`, `unset`, a function's `local`)."""
         assigned: dict[str, list[Node]] = {}
         rebound: set[str] = set()
         for node in walk(self.parsed.root):
@@ -74,7 +77,9 @@ class OwnFolder:
                 name = node.child_by_field_name("name")
                 if name is not None:
                     assigned.setdefault(self.parsed.raw(name), []).append(node)
-            elif node.type in ("for_statement", "declaration_command"):
+            elif node.type == "for_statement" or (
+                node.type == "declaration_command" and self._keyword(node) not in _KEEPING
+            ):
                 rebound.update(
                     self.parsed.raw(c) for c in node.children if c.type == "variable_name"
                 )
@@ -95,9 +100,12 @@ class OwnFolder:
             if value_node is None:
                 continue
             found = self._word(value_node, self.parsed.start(node))
-            if found is not None and found.base == "folder" and _below(found.text):
+            if found is not None and _path(found):
                 name = self.parsed.raw(node.child_by_field_name("name"))
                 self.variables[name] = (self.parsed.start(node), found)
+
+    def _keyword(self, declaration: Node) -> str:
+        return self.parsed.raw(declaration.children[0]) if declaration.children else ""
 
     def _top_level(self, assignment: Node) -> bool:
         """Runs once, whenever the launcher runs: not in a branch, a loop, a function or a
@@ -106,8 +114,7 @@ class OwnFolder:
         if parent is not None and parent.type == "variable_assignments":
             parent = parent.parent
         if parent is not None and parent.type == "declaration_command":
-            keyword = parent.children[0] if parent.children else None
-            if keyword is None or self.parsed.raw(keyword) not in _DECLARING:
+            if self._keyword(parent) not in _DECLARING:
                 return False
             parent = parent.parent
         return parent is not None and parent.type == "program"
@@ -242,6 +249,13 @@ class OwnFolder:
         if len(operands) != 1:
             return None
         return self._word(operands[0], at)
+
+
+def _path(value: _Value) -> bool:
+    """The launcher's own path, or its folder or a path below it."""
+    return (value.base == "self" and not value.text) or (
+        value.base == "folder" and _below(value.text)
+    )
 
 
 def _below(text: str) -> bool:
