@@ -71,7 +71,7 @@ def test_lightning_bf16_true_on_tpu_names_flag_releases_and_what_replaces_it(
     assert (finding.span.line, finding.span.column) == (2, 40)  # the value
     assert finding.message.startswith(
         'precision="bf16-true": Lightning sets XLA_USE_BF16=1 itself, in releases 2.1.0+'
-        " (2.6.5, the newest read, still does); no pin says which release runs."
+        " (2.6.6, the newest read, still does); no pin says which release runs."
     )
     assert 'Instead: no Lightning release stops: pass precision="32-true"' in finding.message
     assert finding.fix is not None and finding.fix.applicability == "manual"

@@ -29,6 +29,12 @@ class Releases:
     high_included: bool = False
     spelled: str = ""  # as the project wrote it: "lightning==2.4.0"
 
+    @property
+    def bounded(self) -> bool:
+        """Whether it says anything of the release (a bare name, setup.py's own `name=`, does
+        not)."""
+        return self.low is not None or self.high is not None
+
     def overlaps(self, first: Version, stops: Version | None) -> bool:
         """Whether one allowed release is in [first, stops)."""
         below_high = (

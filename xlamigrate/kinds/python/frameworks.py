@@ -243,7 +243,7 @@ def _subject(
     said += ", and ".join(_releases(knob, everywhere) for knob in use.knobs)
     if any(knob.last is None for knob in use.knobs):
         said += f" ({framework.newest_read}, the newest read, still does)"
-    pinned = [pins[p] for p in framework.packages if p in pins]
+    pinned = [pins[p] for p in framework.packages if p in pins and pins[p].bounded]
     if not pinned:
         said += "; no pin says which release runs"
     elif not any(pinned[0].within(k.first, k.stops) for k in use.knobs):
