@@ -231,9 +231,23 @@ def test_launch_apis_name_the_script_the_process_runs(catalogue: Catalogue) -> N
     )
     (finding,) = scan_source("l.py", source, "python", catalogue, frozenset({"XM301"})).findings
     assert finding.message.startswith(
-        'XLA_USE_BF16 set to "1": SageMaker passes it to the training job\'s containers, which'
+        'XLA_USE_BF16 set to "1" (on): SageMaker passes it to the training job\'s containers, which'
         " run code/pretrain.py: put the recipe in code/pretrain.py, then remove this write"
     )
+
+
+def test_a_flag_passed_off_is_not_asked_for_a_recipe(catalogue: Catalogue) -> None:
+    source = (
+        b"import sagemaker.pytorch as sm\n"
+        b'sm.PyTorch(entry_point="eval.py", environment={"XLA_USE_BF16": "0"})\n'
+    )
+    (finding,) = scan_source("l.py", source, "python", catalogue, frozenset({"XM301"})).findings
+    assert finding.message.startswith(
+        'XLA_USE_BF16 set to "0" (off): SageMaker passes it to the training job\'s containers,'
+        " which run eval.py, where torch-xla reads it as off: remove it once nothing there"
+        " tests the flag"
+    )
+    assert (finding.value, finding.enabled) == ("0", False)
 
 
 def test_a_dict_that_reaches_no_launch_keeps_the_plain_mention(catalogue: Catalogue) -> None:

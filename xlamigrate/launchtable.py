@@ -12,6 +12,8 @@ from typing import Any
 from xlamigrate.catalogue import LAUNCH_APIS_FILE
 from xlamigrate.rulesdata import CatalogueError, read_toml, rules_directory
 
+_KINDS = ("entry", "decorates", "other")  # what a launch names: a script, a function, neither
+
 
 @dataclass(frozen=True)
 class LaunchApi:
@@ -30,10 +32,10 @@ class LaunchApi:
 @dataclass(frozen=True)
 class LaunchTable:
     apis: tuple[LaunchApi, ...]
-    messages: tuple[tuple[str, str], ...]  # ("entry" | "decorates" | "other", its template)
-
-    def message(self, kind: str) -> str:
-        return dict(self.messages)[kind]
+    on: str  # the finding's text where the flag may be on
+    off: str  # where it is off
+    target: tuple[tuple[str, str], ...]  # ("entry" | "decorates" | "other", its phrase)
+    where: tuple[tuple[str, str], ...]
 
     @functools.cached_property
     def last_names(self) -> frozenset[str]:
@@ -46,10 +48,12 @@ def launch_table() -> LaunchTable:
     data = read_toml(rules_directory().joinpath(LAUNCH_APIS_FILE))
     try:
         apis = tuple(_api(item) for item in data.get("launch", []))
-        messages = tuple((kind, data["message"][kind]) for kind in ("entry", "decorates", "other"))
+        message = data["message"]
+        target = tuple((kind, message["target"][kind]) for kind in _KINDS)
+        where = tuple((kind, message["where"][kind]) for kind in _KINDS)
+        return LaunchTable(apis, message["on"], message["off"], target, where)
     except (KeyError, TypeError, ValueError) as error:
         raise CatalogueError(f"{LAUNCH_APIS_FILE}: {type(error).__name__}: {error}") from error
-    return LaunchTable(apis, messages)
 
 
 def _api(item: dict[str, Any]) -> LaunchApi:

@@ -17,6 +17,7 @@ import posixpath
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
+from xlamigrate.flagvalue import FlagValue
 from xlamigrate.kinds.python.astscopes import Scope, Scopes
 from xlamigrate.kinds.python.envaccess import EnvAccess, FlagMention
 from xlamigrate.kinds.python.frameworks import aliases
@@ -52,20 +53,28 @@ def launched(pairs: Pairs, scopes: Scopes) -> Pairs:
     for item, finding in pairs:
         reach = reaches.get(id(item.node)) if isinstance(item, FlagMention) else None
         if reach is not None:
-            finding = replace(finding, message=_message(item.variable, reach, table))
+            value = FlagValue((reach.value,)) if reach.value is not None else None
+            finding = replace(
+                finding,
+                message=_message(item.variable, value, reach, table),
+                value=reach.value,
+                enabled=value.enabled if value is not None else None,
+            )
         worded.append((item, finding))
     return worded
 
 
-def _message(variable: str, reach: Reach, table: LaunchTable) -> str:
+def _message(variable: str, value: FlagValue | None, reach: Reach, table: LaunchTable) -> str:
     kind = "entry" if reach.script else "decorates" if reach.function else "other"
-    return table.message(kind).format(
+    names = {"script": reach.script, "function": reach.function}
+    template = table.off if value is not None and value.enabled is False else table.on
+    return template.format(
         variable=variable,
-        value=f' set to "{reach.value}"' if reach.value is not None else "",
+        value=f" set to {value.describe()}" if value is not None else "",
         framework=reach.api.framework,
         process=reach.api.process,
-        script=reach.script,
-        function=reach.function,
+        target=dict(table.target)[kind].format(**names),
+        where=dict(table.where)[kind].format(**names),
     )
 
 
