@@ -33,16 +33,19 @@ from xlamigrate.kinds.python.astwalk import DictItem, string_value
 from xlamigrate.kinds.python.conditions import (
     Condition,
     Expression,
+    conjunction,
     disjunction,
     enabling_condition,
     enclosing_tests,
     expressible_at,
     expression,
+    negated,
 )
 from xlamigrate.kinds.python.envaccess import EnvAccess, FlagMention
 from xlamigrate.kinds.python.plan import Plan
 from xlamigrate.kinds.python.reads import ReadPlan, float32_spelling, read_outcomes
 from xlamigrate.kinds.python.training import (
+    BF16_SPELLINGS,
     Line,
     Node,
     Statement,
@@ -59,7 +62,7 @@ from xlamigrate.request import FileContext, RewriteRequest
 _Item = TypeVar("_Item")
 RUNTIME = "xlamigrate_runtime"
 _AUTOCAST = 'torch.autocast(dtype=torch.bfloat16, device_type="xla")'
-RECIPE_PROBLEMS = ("XM401", "XM402", "XM403", "XM406", "XM408")
+RECIPE_PROBLEMS = ("XM401", "XM402", "XM403", "XM406", "XM408", "XM410")
 _BARE_PARENTS = (ast.If, ast.While, ast.IfExp, ast.Assert, ast.Assign, ast.Return)
 
 
@@ -284,8 +287,8 @@ class Planner:
             code = f'os.environ["{STOCHASTIC_ROUNDING}"] = "1"\n'
         elif environment.rounding_off and (script.rounding_elsewhere or self._rounding_on()):
             code = f'os.environ["{STOCHASTIC_ROUNDING}"] = "0"  # FP32 masters replace rounding\n'
-        elif environment.auto_cast_none:
-            code = auto_cast_code("os.environ")
+        elif environment.auto_cast_none and not self._writes(NEURON_CC_FLAGS):
+            code = auto_cast_code("os.environ")  # (else merged after the file's own writes)
         if code:
             self.plan.imports.add(("os", None))
             self._after_imports(under(gate, [code]))
@@ -371,6 +374,8 @@ class Planner:
             self._cast_models(wrap_optimizer=self.recipe.fp32_masters)
         if self.recipe.autocast_forward:
             self._autocast_regions()
+        if not self.recipe.casts_model:
+            self._keep_models_float32()
 
     def _environment_edits(self, environment: EnvironmentEdits) -> None:
         """Stochastic rounding set where the flag was, or an explicit "1" removed; --auto-cast=none
@@ -470,6 +475,9 @@ class Planner:
             assert isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
             return self.script.code(node.func.value)
         return "os.environ"
+
+    def _writes(self, variable: str) -> bool:
+        return any(a.variable == variable and a.kind == "write" for a in self.accesses)
 
     def _sets_rounding_always(self) -> bool:
         """Whether the module sets stochastic rounding in every configuration (a write under
@@ -583,7 +591,7 @@ class Planner:
             if not ok:
                 continue
             code: list[str] = []
-            if not script.casts_to_bf16(model):
+            if not self._casts_where_the_recipe_is(model, condition):
                 code.append(f"{name}.to(torch.bfloat16)\n")
             code.append(f"cast_inputs_to_module_dtype({name}, output_dtype=torch.float32)\n")
             self.plan.imports.add(("torch", None))  # torch.bfloat16, torch.float32
@@ -603,6 +611,23 @@ class Planner:
                     )
                     continue
                 self._wrap_optimizer(site.call, site.statement)
+
+    def _casts_where_the_recipe_is(self, model: ast.expr, condition: Expression | None) -> bool:
+        """Whether the script's own bf16 cast of `model` runs wherever the recipe does: with no
+        test around it, or under the recipe's own condition. A cast under an option of its own
+        (`if args.bf16:`) counts only where the bf16 launches pass it, which is not known."""
+        script = self.script
+        for call in script.bf16_casts(model):
+            statement = script.small_statement_of(call)
+            inline = any(
+                isinstance(node, (ast.IfExp, ast.BoolOp))
+                for node in script.ancestors(call)
+                if statement is not None and node is not statement and isinstance(node, ast.expr)
+            )
+            tests = conjunction(enclosing_tests(script, call))
+            if not inline and (tests is None or (condition and tests.code == condition.code)):
+                return True
+        return False
 
     def _nameable(self, model: ast.expr, at: Node) -> bool:
         """Whether code at `at` can name the module `model` names (not a comprehension's or a
@@ -710,13 +735,79 @@ class Planner:
                 )
                 continue
             first, last = region.statements[0], region.statements[-1]
-            if script.in_autocast(first) or script.contains_autocast(region.statements):
-                continue
+            own = script.autocast_calls_over(region.statements)
             ok, condition = self._combined_condition(first, self._span(first))
             if not ok:
                 continue
+            if own:
+                self._own_autocast(own, condition, f"before {loss}.backward()")
+                continue
             enabled = f", enabled={condition.as_argument()}" if condition is not None else ""
             self.plan.wraps.append((first, last, _AUTOCAST.replace(")", f"{enabled})")))
+
+    def _keep_models_float32(self) -> None:
+        """A recipe that keeps the model float32 (autocast) turns the script's own bf16 casts of
+        it off where the recipe is on (`if not BF16_RECIPE:` around the cast): under an option
+        the bf16 launches pass, the model would stay bf16 beside autocast."""
+        script = self.script
+        models = [site.model for site in script.optimizer_sites()]
+        models += [model for _, model in script.model_moves()]
+        done: set[ast.Call] = set()
+        for model in models:
+            for call in script.bf16_casts(model):
+                if call in done or not self._in_scope(call):
+                    continue
+                done.add(call)
+                small = script.small_statement_of(call)
+                whole = isinstance(small, (ast.Expr, ast.Assign)) and small.value is call
+                line = script.statement_of(call)
+                subject = f"`{script.code(call)}`"
+                if not whole or not isinstance(line, Line) or len(line.body) != 1:
+                    self.remaining.append(self._manual("XM410", self._span(call), subject))
+                    continue
+                ok, condition = self._combined_condition(line, self._span(line))
+                if not ok:
+                    continue
+                if condition is None:
+                    self.remaining.append(self._manual("XM410", self._span(call), subject))
+                    continue
+                assert small is not None
+                kept = script.code(small) + "\n"
+                self.plan.replacements[small] = [under(negated(condition), [kept])]
+
+    def _own_autocast(
+        self, calls: Sequence[ast.Call], condition: Expression | None, where: str
+    ) -> None:
+        """The script's own autocast region is the recipe where it is on in every configuration
+        that gets the recipe: as written (no `enabled=`, or the recipe's own gate), or with its
+        `enabled=` widened by the gate (`enabled=args.amp or BF16_RECIPE`); an option the bf16
+        launches never pass would otherwise leave them in float32."""
+        script = self.script
+        for call in calls:
+            keywords = {k.arg: k.value for k in call.keywords if k.arg is not None}
+            dtype = keywords.get("dtype")
+            positional = len(call.args) > 1 or any(k.arg is None for k in call.keywords)
+            if positional or (dtype is not None and script.code(dtype) not in BF16_SPELLINGS):
+                subject = f"the script's own `{script.code(call.func)}(...)` {where}"
+                self.remaining.append(self._manual("XM402", self._span(call), subject))
+                continue
+            enabled = keywords.get("enabled")
+            if enabled is None or (isinstance(enabled, ast.Constant) and enabled.value is True):
+                continue
+            if condition is not None and script.code(enabled) == condition.code:
+                continue  # (already the recipe's gate: a second rewrite)
+            if condition is None:
+                self.plan.swapped[enabled] = "True"
+                continue
+            own = script.code(enabled)
+            if isinstance(enabled, (ast.IfExp, ast.Lambda, ast.NamedExpr)):
+                own = f"({own})"
+            gate = condition.as_argument()
+            if not condition.atomic and not isinstance(
+                condition.node, (ast.Compare, ast.BoolOp, ast.UnaryOp)
+            ):
+                gate = f"({gate})" if not gate.startswith("(") else gate
+            self.plan.swapped[enabled] = f"{own} or {gate}"
 
     # -- findings ------------------------------------------------------------------------------
 

@@ -47,6 +47,7 @@ AUTOCAST_CALLS = frozenset(
         "torch.cpu.amp.autocast", "torch_xla.amp.autocast", "autocast",
     }
 )  # fmt: skip
+BF16_SPELLINGS = frozenset({"torch.bfloat16", "torch.bf16"})
 _FEEDING_DEPTH = 3  # assignments followed back from an optimizer's params argument
 _OPTIMIZER_CLASS_NAME = re.compile(r"Adam|SGD|Optim|Lamb(?!da)|LAMB|Lion|Adafactor")
 _SCHEDULER_NAME = re.compile(r"Scheduler|LR$|lr_scheduler")
@@ -500,19 +501,23 @@ class TrainingScript:
 
     def casts_to_bf16(self, model: ast.expr) -> bool:
         """Whether the script already casts this model (`.to(torch.bfloat16)`, `.bfloat16()`)."""
+        return bool(self.bf16_casts(model))
+
+    def bf16_casts(self, model: ast.expr) -> list[ast.Call]:
+        """The script's own casts of this model to bf16 (`<model>.to(torch.bfloat16)`,
+        `.to(device=..., dtype=torch.bfloat16)`, `<model>.bfloat16()`)."""
         wanted = self.code(model)
+        casts = []
         for call in self._calls:
             func = call.func
             if not isinstance(func, ast.Attribute) or self.code(func.value) != wanted:
                 continue
-            if func.attr == "bfloat16":
-                return True
-            if func.attr == "to" and any(
-                self.code(value) in ("torch.bfloat16", "torch.bf16")
-                for value in argument_values(call)
+            if func.attr == "bfloat16" or (
+                func.attr == "to"
+                and any(self.code(value) in BF16_SPELLINGS for value in argument_values(call))
             ):
-                return True
-        return False
+                casts.append(call)
+        return casts
 
     # -- the forward pass ------------------------------------------------------------------------
 
@@ -577,14 +582,29 @@ class TrainingScript:
         ]
         return any(self._is_autocast_with(with_node) for with_node in withs)
 
+    def autocast_calls_over(self, statements: Sequence[Statement]) -> list[ast.Call]:
+        """The `<autocast>(...)` calls of the `with` blocks around the statements or inside
+        them: the script's own autocast regions over this forward pass."""
+        withs: list[ast.With | ast.AsyncWith] = [
+            c for c in self.ancestors(statements[0]) if isinstance(c, (ast.With, ast.AsyncWith))
+        ]
+        for statement in statements:
+            withs.extend(self.nodes(statement, ast.With))
+            withs.extend(self.nodes(statement, ast.AsyncWith))
+        return [call for with_node in withs for call in self._autocast_calls(with_node)]
+
     def _is_autocast_with(self, node: ast.With | ast.AsyncWith) -> bool:
+        return bool(self._autocast_calls(node))
+
+    def _autocast_calls(self, node: ast.With | ast.AsyncWith) -> list[ast.Call]:
+        calls = []
         for item in node.items:
             call = item.context_expr
             if isinstance(call, ast.Call):
                 names = self.qualified_names(call.func) | {self.code(call.func)}
                 if names & AUTOCAST_CALLS:
-                    return True
-        return False
+                    calls.append(call)
+        return calls
 
     def model_parameter_names(self, node: Node) -> list[str]:
         """Parameters of the enclosing function that look like a model (`train_loop_fn(model)`)."""
