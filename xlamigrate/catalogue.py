@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from importlib.abc import Traversable
 from typing import Any
 
+from xlamigrate.masterweights import MASTER_WEIGHTS_FILE
 from xlamigrate.model import APPLICABILITIES, SEVERITIES, Applicability, Severity
 from xlamigrate.recipes.recipe import Recipe, recipe_from_table
 from xlamigrate.rulesdata import APIS_FILE, MODES_FILE, read_toml
@@ -20,7 +21,15 @@ NXDT_FILE = "nxdt.toml"  # read by xlamigrate.nxdttable
 FRAMEWORKS_FILE = "frameworks.toml"  # read by xlamigrate.frameworktable
 LAUNCH_APIS_FILE = "launch_apis.toml"  # read by xlamigrate.launchtable
 _NOT_RULES = frozenset(
-    {LAUNCHERS_FILE, PLATFORMS_FILE, APIS_FILE, NXDT_FILE, FRAMEWORKS_FILE, LAUNCH_APIS_FILE}
+    {
+        LAUNCHERS_FILE,
+        PLATFORMS_FILE,
+        APIS_FILE,
+        NXDT_FILE,
+        FRAMEWORKS_FILE,
+        LAUNCH_APIS_FILE,
+        MASTER_WEIGHTS_FILE,
+    }
 )
 
 

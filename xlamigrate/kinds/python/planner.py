@@ -48,10 +48,13 @@ from xlamigrate.kinds.python.training import (
     BF16_SPELLINGS,
     Line,
     Node,
+    OptimizerSite,
     Statement,
     TrainingScript,
     collect_nodes,
+    keyword_added,
 )
+from xlamigrate.masterweights import MasterWeightsOption, master_weights_option
 from xlamigrate.model import Finding, Fix, Span
 from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING, merge_auto_cast_none
 from xlamigrate.optimizer_facts import UNWRAPPABLE
@@ -601,16 +604,50 @@ class Planner:
                 self.plan.insert_before(place, block)
             else:
                 self.plan.insert_after(place, block)
-        if wrap_optimizer:
-            for site in sites:
-                name = script.code(site.call.func).rsplit(".", 1)[-1]
-                if name in UNWRAPPABLE:  # the recipe cannot go in whole: its writes stay
-                    subject = f"`{name}` ({UNWRAPPABLE[name]})"
-                    self.remaining.append(
-                        self._manual("XM408", self._span(site.statement), subject)
-                    )
-                    continue
-                self._wrap_optimizer(site.call, site.statement)
+        for site in sites:
+            own = master_weights_option(script.qualified_names(site.call.func))
+            if own is not None:  # ZeRO-1: its own masters take the recipe's dtype
+                self._master_weights_dtype(site, own)
+                continue
+            if not wrap_optimizer:
+                continue
+            name = script.code(site.call.func).rsplit(".", 1)[-1]
+            if name in UNWRAPPABLE:  # the recipe cannot go in whole: its writes stay
+                subject = f"`{name}` ({UNWRAPPABLE[name]})"
+                self.remaining.append(self._manual("XM408", self._span(site.statement), subject))
+                continue
+            self._wrap_optimizer(site.call, site.statement)
+
+    def _master_weights_dtype(self, site: OptimizerSite, own: MasterWeightsOption) -> None:
+        """An optimizer that keeps master shards of its own (ZeRO-1) gets their dtype as an
+        argument: float32 where the recipe keeps fp32 masters, else bfloat16 where the recipe
+        applies (the flag made the shards bf16 on the device) and its default elsewhere."""
+        script, call = self.script, site.call
+        dtype = "torch.float32" if self.recipe.fp32_masters else "torch.bfloat16"
+        given = next((k.value for k in call.keywords if k.arg == own.option), None)
+        if given is None and len(call.args) > own.position:
+            given = call.args[own.position]
+        if given is not None:
+            if script.code(given) != dtype and self.recipe.fp32_masters:
+                subject = (
+                    f"`{own.name}` ({own.option}={script.code(given)} where the recipe needs"
+                    f" {dtype} master weights)"
+                )
+                self.remaining.append(self._manual("XM408", self._span(site.statement), subject))
+            return
+        ok, condition = self._combined_condition(site.statement, self._span(site.statement))
+        if not ok:
+            return
+        value = dtype
+        if condition is not None and dtype != own.default:
+            value = f"{dtype} if {condition.code} else {own.default}"
+        inserted = keyword_added(script, call, f"{own.option}={value}")
+        if inserted is None or any(node in self.plan.swapped for node in ast.walk(call)):
+            subject = f"`{own.name}` (set {own.option}={value} by hand)"
+            self.remaining.append(self._manual("XM408", self._span(site.statement), subject))
+            return
+        self.plan.imports.add(("torch", None))
+        self.plan.swapped[call] = inserted
 
     def _casts_where_the_recipe_is(self, model: ast.expr, condition: Expression | None) -> bool:
         """Whether the script's own bf16 cast of `model` runs wherever the recipe does: with no

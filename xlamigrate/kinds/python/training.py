@@ -743,3 +743,46 @@ def _is_dtype(text: str) -> bool:
 
 def _is_backward_call(call: ast.Call) -> bool:
     return isinstance(call.func, ast.Attribute) and call.func.attr == "backward"
+
+
+def keyword_added(script: TrainingScript, call: ast.Call, keyword: str) -> str | None:
+    """The call's text with `keyword` as its last argument, laid out as its arguments are: on a
+    line of its own where the last one has one (after that line's comma and comment), else after
+    the last one. Its continuation lines are relative to the indentation of the line the call
+    starts on (libcst indents them by the block's again). None where the text does not end the
+    call."""
+    text = _keyword_added(script, call, keyword)
+    if text is None or "\n" not in text:
+        return text
+    line = script.lines.lines[call.lineno - 1]
+    indent = line[: len(line) - len(line.lstrip())]
+    first, *rest = text.split("\n")
+    return "\n".join([first, *(r[len(indent) :] if r.startswith(indent) else r for r in rest)])
+
+
+def _keyword_added(script: TrainingScript, call: ast.Call, keyword: str) -> str | None:
+    source = script.source
+    start, end = script.offsets(call, parentheses=False)
+    if not source[start:end].endswith(")"):
+        return None
+    arguments: list[ast.expr | ast.keyword] = [*call.args, *call.keywords]
+    if not arguments:
+        return source[start : end - 1] + keyword + ")"
+    last = max(arguments, key=_end)
+    last_start, last_end = script.offsets(last)
+    line_start = source.rfind("\n", 0, last_start) + 1
+    own_line = last.lineno != call.lineno and not source[line_start:last_start].strip()
+    if not own_line:
+        return source[start:last_end] + ", " + keyword + source[last_end:end]
+    indent = source[line_start:last_start]
+    rest = source[last_end:end]
+    if rest.lstrip().startswith(","):
+        line_end = source.find("\n", last_end, end)
+        if line_end < 0:
+            return None
+        return source[start:line_end] + "\n" + indent + keyword + "," + source[line_end:end]
+    return source[start:last_end] + ",\n" + indent + keyword + source[last_end:end]
+
+
+def _end(node: ast.AST) -> tuple[int, int]:
+    return (getattr(node, "end_lineno", 0) or 0, getattr(node, "end_col_offset", 0) or 0)
