@@ -91,6 +91,8 @@ def test_lightning_bf16_true_on_tpu_names_flag_releases_and_what_replaces_it(
         "import accelerate\nfrom torch_xla.core import xla_model\n"
         'accelerate.Accelerator(mixed_precision="bf16")',
         "from optimum.neuron import NeuronTrainingArguments as Args\nArgs(bf16=True)",
+        'import lightning as L\nPRECISION = "bf16-true"\n'
+        'L.Trainer(accelerator="tpu", precision=PRECISION)',
     ],
 )  # fmt: skip
 def test_every_import_spelling_of_a_knob_is_found(code: str) -> None:
@@ -104,6 +106,8 @@ def test_every_import_spelling_of_a_knob_is_found(code: str) -> None:
         'import lightning as L\nL.Trainer(accelerator="cuda", precision="bf16-true")',
         'import lightning as L\nL.Trainer(tpu_cores=None, precision=16)',
         'import lightning as L\nL.Trainer(accelerator="tpu", precision=PRECISION)',
+        'import lightning as L\nP = "bf16-true"\nP = "32-true"\n'
+        'L.Trainer(accelerator="tpu", precision=P)',
         'import lightning as L\nL.Trainer(accelerator="tpu", **kwargs)',
         "from lightning import Trainer\n"
         'def f(Trainer):\n    Trainer(accelerator="tpu", precision=16)',
@@ -112,7 +116,8 @@ def test_every_import_spelling_of_a_knob_is_found(code: str) -> None:
         "from transformers import TrainingArguments\nTrainingArguments(bf16=True)",
     ],
     ids=[
-        "gpu", "no-tpu-cores", "precision-not-literal", "kwargs", "shadowed",
+        "gpu", "no-tpu-cores", "precision-not-literal", "constant-assigned-twice", "kwargs",
+        "shadowed",
         "accelerate-not-on-xla", "fp16", "hf-trainer-without-optimum-neuron",
     ],
 )  # fmt: skip

@@ -69,6 +69,7 @@ def framework_findings(
             span=span(use.node),
             severity=rule.severity,
             message=rule.message.format(subject=_subject(use, table, pins, code)),
+            variable=use.knobs[0].sets,
             fix=Fix("manual"),
         )
         for use in uses
@@ -82,6 +83,7 @@ def option_uses(
     (releases) that do where the file runs."""
     known = _known(scopes, table, dict(pinned))
     pins = dict(pinned)
+    constants = _constants(scopes)
     names_called = table.last_names | aliases(scopes)
     found: list[OptionUse] = []
     for node, scope, _ in scopes.order:
@@ -96,26 +98,59 @@ def option_uses(
         for knob in table.knobs:
             if not names & knob.calls:
                 continue
-            value = _option(node, knob)
-            if value is None or not _acts(knob, node, scope, known, table, pins):
+            value = _option(node, knob, _Literals(scope, constants))
+            if value is None or not _acts(knob, node, scope, known, table, pins, constants):
                 continue
             by_value.setdefault(id(value), (value, []))[1].append(knob)
         found += [OptionUse(node, value, tuple(knobs)) for value, knobs in by_value.values()]
     return found
 
 
-def _option(call: ast.Call, knob: Knob) -> ast.AST | None:
+@dataclass(frozen=True)
+class _Literals:
+    """An argument's literal value: written there, or a module constant assigned once."""
+
+    scope: Scope
+    constants: dict[str, ast.Constant]
+
+    def of(self, argument: ast.expr) -> ast.Constant | None:
+        if isinstance(argument, ast.Constant):
+            return argument
+        if isinstance(argument, ast.Name):
+            binder = self.scope.binder(argument.id)
+            if binder is not None and binder.kind == "module":
+                return self.constants.get(argument.id)
+        return None
+
+
+def _option(call: ast.Call, knob: Knob, literals: _Literals) -> ast.AST | None:
     """The argument that is the knob's option with one of its values (the call itself where
     the call is the knob); None where the call does not pass one for certain."""
     if not knob.option:
         return call
     argument = _argument(call, knob.option, knob.position)
-    if argument is None or not isinstance(argument, ast.Constant):
+    literal = literals.of(argument) if argument is not None else None
+    if argument is None or literal is None:
         return None
-    value = argument.value
+    value = literal.value
     if any(type(value) is type(wanted) and value == wanted for wanted in knob.values):
         return argument
     return None
+
+
+def _constants(scopes: Scopes) -> dict[str, ast.Constant]:
+    """The module's names assigned once, to a literal (`PRECISION = "bf16-true"`)."""
+    found: dict[str, ast.Constant] = {}
+    targets = scopes.module.targets
+    for node, scope, _ in scopes.order:
+        if scope is not scopes.module or not isinstance(node, ast.Assign):
+            continue
+        if len(node.targets) != 1 or not isinstance(node.value, ast.Constant):
+            continue
+        target = node.targets[0]
+        if isinstance(target, ast.Name) and len(targets.get(target.id, [])) == 1:
+            found[target.id] = node.value
+    return found
 
 
 def _argument(call: ast.Call, name: str, position: int | None) -> ast.expr | None:
@@ -136,6 +171,7 @@ def _acts(
     known: _Known,
     table: FrameworkTable,
     pins: dict[str, Releases],
+    constants: dict[str, ast.Constant],
 ) -> bool:
     """Whether the knob sets the flag here, for certain: on XLA, not switched off by another
     option, with what it needs imported, on a platform and in a release the project may run."""
@@ -143,13 +179,15 @@ def _acts(
         return False
     if knob.xla == "file" and not known.xla:
         return False
-    if knob.xla == "keywords" and not _on_xla(knob, call, scope):
+    literals = _Literals(scope, constants)
+    if knob.xla == "keywords" and not _on_xla(knob, call, literals):
         return False
     for keyword, values in knob.unless:
         argument = _argument(call, keyword, None)
         if argument is None:
             continue
-        if not isinstance(argument, ast.Constant) or argument.value in values:
+        literal = literals.of(argument)
+        if literal is None or literal.value in values:
             return False  # switched off, or not known not to be
     if known.platforms and not known.platforms & knob.platforms:
         return False
@@ -158,20 +196,23 @@ def _acts(
     return not allowed or any(r.overlaps(knob.first, knob.stops) for r in allowed)
 
 
-def _on_xla(knob: Knob, call: ast.Call, scope: Scope) -> bool:
+def _on_xla(knob: Knob, call: ast.Call, literals: _Literals) -> bool:
     """Whether the call's own keywords put the run on XLA (`accelerator="tpu"`)."""
     for keyword, values in knob.device:
         argument = _argument(call, keyword, None)
         if argument is None:
             continue
+        literal = literals.of(argument)
         if not values:
-            if not (isinstance(argument, ast.Constant) and argument.value is None):
+            if not (literal is not None and literal.value is None):
                 return True
             continue
-        if isinstance(argument, ast.Constant) and argument.value in values:
+        if literal is not None and literal.value in values:
             return True
         built = argument.func if isinstance(argument, ast.Call) else argument
-        if isinstance(built, (ast.Name, ast.Attribute)) and scope.qualified(built) & set(values):
+        if isinstance(built, (ast.Name, ast.Attribute)) and (
+            literals.scope.qualified(built) & set(values)
+        ):
             return True
     return False
 
