@@ -9,6 +9,7 @@ from typing import Any
 
 from xlamigrate.masterweights import MASTER_WEIGHTS_FILE
 from xlamigrate.model import APPLICABILITIES, SEVERITIES, Applicability, Severity
+from xlamigrate.optimizerfactories import OPTIMIZER_FACTORIES_FILE
 from xlamigrate.recipes.recipe import Recipe, recipe_from_table
 from xlamigrate.rulesdata import APIS_FILE, MODES_FILE, read_toml
 from xlamigrate.rulesdata import CatalogueError as CatalogueError
@@ -29,6 +30,7 @@ _NOT_RULES = frozenset(
         FRAMEWORKS_FILE,
         LAUNCH_APIS_FILE,
         MASTER_WEIGHTS_FILE,
+        OPTIMIZER_FACTORIES_FILE,
     }
 )
 

@@ -58,6 +58,7 @@ from xlamigrate.masterweights import MasterWeightsOption, master_weights_option
 from xlamigrate.model import Finding, Fix, Span
 from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING, merge_auto_cast_none
 from xlamigrate.optimizer_facts import UNWRAPPABLE
+from xlamigrate.optimizerfactories import OptimizerFactory, Zero1Switch, optimizer_factory
 from xlamigrate.project.model import Configuration, ScriptRecipe
 from xlamigrate.recipes import EnvironmentEdits
 from xlamigrate.request import FileContext, RewriteRequest
@@ -609,6 +610,10 @@ class Planner:
             if own is not None:  # ZeRO-1: its own masters take the recipe's dtype
                 self._master_weights_dtype(site, own)
                 continue
+            factory = optimizer_factory(script.qualified_names(site.call.func))
+            if factory is not None:  # the framework keeps master weights its own way
+                self._factory_master_weights(site, factory)
+                continue
             if not wrap_optimizer:
                 continue
             name = script.code(site.call.func).rsplit(".", 1)[-1]
@@ -617,6 +622,43 @@ class Planner:
                 self.remaining.append(self._manual("XM408", self._span(site.statement), subject))
                 continue
             self._wrap_optimizer(site.call, site.statement)
+
+    def _factory_master_weights(self, site: OptimizerSite, factory: OptimizerFactory) -> None:
+        """A framework's optimizer factory: where the file's own config turns ZeRO-1 on, its
+        master shards are float32 by default (fp32-copy has them), and full-bf16 makes them
+        bf16 where the recipe applies; elsewhere fp32-copy names the framework's knob."""
+        zero1 = factory.zero1
+        if zero1 is not None and self._zero1_enabled(zero1):
+            if not self.recipe.fp32_masters:
+                entry = MasterWeightsOption(
+                    factory.name, frozenset(), zero1.dtype_option, 1 << 16, "torch.float32", ""
+                )
+                self._master_weights_dtype(site, entry)
+            return
+        if self.recipe.fp32_masters:
+            subject = f"`{factory.name}` ({factory.fp32_masters})"
+            self.remaining.append(self._manual("XM408", self._span(site.statement), subject))
+
+    def _zero1_enabled(self, zero1: Zero1Switch) -> bool:
+        """Whether every config call of the file turns ZeRO-1 on with a literal True."""
+        script = self.script
+        configs = [c for c in script.calls() if script.qualified_names(c.func) & zero1.config]
+        if not configs:
+            return False
+        for call in configs:
+            value = next((k.value for k in call.keywords if k.arg == zero1.keyword), None)
+            if not isinstance(value, ast.Dict):
+                return False
+            enabled = [
+                v
+                for k, v in zip(value.keys, value.values, strict=True)
+                if k is not None and string_value(k) == zero1.key
+            ]
+            if len(enabled) != 1 or not (
+                isinstance(enabled[0], ast.Constant) and enabled[0].value is True
+            ):
+                return False
+        return True
 
     def _master_weights_dtype(self, site: OptimizerSite, own: MasterWeightsOption) -> None:
         """An optimizer that keeps master shards of its own (ZeRO-1) gets their dtype as an

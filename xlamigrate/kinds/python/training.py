@@ -24,6 +24,7 @@ from xlamigrate.kinds.python.astscopes import Scope, Scopes
 from xlamigrate.kinds.python.astwalk import DictItem
 from xlamigrate.model import Span
 from xlamigrate.nesting import MAX_NESTING
+from xlamigrate.optimizerfactories import optimizer_factory
 
 COMPOUND = (
     ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.TryStar,
@@ -352,12 +353,20 @@ class TrainingScript:
 
     # -- optimizer and model ---------------------------------------------------------------------
 
+    def calls(self) -> list[ast.Call]:
+        """Every call of the module, in source order."""
+        return list(self._calls)
+
     def optimizer_sites(self) -> list[OptimizerSite]:
         sites = []
         for call in self._calls:
-            if not self._is_optimizer_class(call.func):
+            factory = optimizer_factory(self.qualified_names(call.func))
+            if factory is not None:  # `nxd.initialize_parallel_optimizer(config, AdamW, params)`
+                params = argument(call, factory.position, factory.keyword)
+            elif self._is_optimizer_class(call.func):
+                params = params_argument(call)
+            else:
                 continue
-            params = params_argument(call)
             if params is None:
                 continue
             model = self._model_feeding(params)
@@ -719,11 +728,21 @@ def argument_values(call: ast.Call) -> list[ast.expr]:
 
 
 def params_argument(call: ast.Call) -> ast.expr | None:
-    for keyword in call.keywords:
-        if keyword.arg == "params":
-            return keyword.value
-    positional = [arg for arg in call.args if not isinstance(arg, ast.Starred)]
-    return positional[0] if positional else None
+    return argument(call, 0, "params")
+
+
+def argument(call: ast.Call, position: int, keyword: str) -> ast.expr | None:
+    """The argument a call passes for a parameter (by keyword, else by position; not through
+    `*args`)."""
+    for given in call.keywords:
+        if given.arg == keyword:
+            return given.value
+    positional = []
+    for arg in call.args:
+        if isinstance(arg, ast.Starred):
+            break
+        positional.append(arg)
+    return positional[position] if position < len(positional) else None
 
 
 def root(expression: ast.expr) -> ast.expr:
