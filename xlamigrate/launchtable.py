@@ -12,7 +12,8 @@ from typing import Any
 from xlamigrate.catalogue import LAUNCH_APIS_FILE
 from xlamigrate.rulesdata import CatalogueError, read_toml, rules_directory
 
-_KINDS = ("entry", "decorates", "other")  # what a launch names: a script, a function, neither
+# what a launch names: a script, the function it decorates, the function it runs, none
+_KINDS = ("entry", "decorates", "runs", "other")
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,9 @@ class LaunchApi:
     process: str
     decorates: bool
     evidence: str
+    runs: frozenset[str] = frozenset()  # calls handed the function the process runs
+    runs_argument: str = ""  # that function's keyword
+    runs_position: int | None = None  # or position
 
 
 @dataclass(frozen=True)
@@ -34,13 +38,15 @@ class LaunchTable:
     apis: tuple[LaunchApi, ...]
     on: str  # the finding's text where the flag may be on
     off: str  # where it is off
-    target: tuple[tuple[str, str], ...]  # ("entry" | "decorates" | "other", its phrase)
+    target: tuple[tuple[str, str], ...]  # (one of _KINDS, its phrase)
     where: tuple[tuple[str, str], ...]
 
     @functools.cached_property
     def last_names(self) -> frozenset[str]:
-        """The calls' last names (`PyTorch`, `init`): what a file making one of them holds."""
-        return frozenset(name.rsplit(".", 1)[-1] for api in self.apis for name in api.calls)
+        """The calls' last names (`PyTorch`, `init`, `TorchTrainer`): what a file making one of
+        them holds."""
+        names = {name for api in self.apis for name in (*api.calls, *api.runs)}
+        return frozenset(name.rsplit(".", 1)[-1] for name in names)
 
 
 @functools.cache
@@ -66,4 +72,7 @@ def _api(item: dict[str, Any]) -> LaunchApi:
         process=item["process"],
         decorates=bool(item.get("decorates", False)),
         evidence=item["evidence"],
+        runs=frozenset(item.get("runs", {}).get("calls", ())),
+        runs_argument=item.get("runs", {}).get("argument", ""),
+        runs_position=item.get("runs", {}).get("position"),
     )

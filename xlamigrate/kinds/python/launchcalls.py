@@ -65,7 +65,13 @@ def launched(pairs: Pairs, scopes: Scopes) -> Pairs:
 
 
 def _message(variable: str, value: FlagValue | None, reach: Reach, table: LaunchTable) -> str:
-    kind = "entry" if reach.script else "decorates" if reach.function else "other"
+    kind = (
+        "entry"
+        if reach.script
+        else ("decorates" if reach.api.decorates else "runs")
+        if reach.function
+        else "other"
+    )
     names = {"script": reach.script, "function": reach.function}
     template = table.off if value is not None and value.enabled is False else table.on
     return template.format(
@@ -99,11 +105,30 @@ def _reaches(scopes: Scopes, table: LaunchTable) -> dict[int, Reach]:
             if not names & api.calls:
                 continue
             script = _script(call, api, scope, stores)
-            function = decorated.get(id(call)) if api.decorates else None
+            function = decorated.get(id(call)) if api.decorates else _run(calls, api)
             for env in stores.at(call, api.env, scope):
                 for node, value in stores.writes(env, scope):
                     found.setdefault(id(node), Reach(api, value, script, function))
     return found
+
+
+def _run(calls: list[tuple[ast.Call, Scope]], api: LaunchApi) -> str | None:
+    """The functions the file hands to the calls that run them in the launch's processes
+    (`TorchTrainer(train_loop_per_worker, ...)`), by name."""
+    if not api.runs:
+        return None
+    found: list[str] = []
+    for call, scope in calls:
+        func = call.func
+        if not isinstance(func, (ast.Name, ast.Attribute)) or not scope.qualified(func) & api.runs:
+            continue
+        argument = next((k.value for k in call.keywords if k.arg == api.runs_argument), None)
+        position = api.runs_position
+        if argument is None and position is not None and position < len(call.args):
+            argument = call.args[position]
+        if isinstance(argument, (ast.Name, ast.Attribute)):
+            found.append(argument.id if isinstance(argument, ast.Name) else argument.attr)
+    return "`, `".join(dict.fromkeys(found)) or None
 
 
 def _script(call: ast.Call, api: LaunchApi, scope: Scope, stores: _Stores) -> str | None:
