@@ -31,6 +31,7 @@ class OptimizerFactory:
     keyword: str
     fp32_masters: str  # what fp32-copy asks of the framework instead of FP32ParamsCopy
     zero1: Zero1Switch | None
+    models: frozenset[str]  # the framework's model builders, by qualified name
 
 
 @cache
@@ -45,6 +46,7 @@ def optimizer_factories() -> tuple[OptimizerFactory, ...]:
             keyword=row["parameters"]["keyword"],
             fp32_masters=row["fp32_masters"],
             zero1=_zero1(row.get("zero1")),
+            models=frozenset(row.get("models", ())),
         )
         for row in data.get("factory", [])
     )
@@ -54,6 +56,11 @@ def _zero1(row: dict[str, Any] | None) -> Zero1Switch | None:
     if row is None:
         return None
     return Zero1Switch(frozenset(row["config"]), row["keyword"], row["key"], row["dtype_option"])
+
+
+def model_builders() -> frozenset[str]:
+    """Every framework model builder of the table, by qualified name."""
+    return frozenset(name for factory in optimizer_factories() for name in factory.models)
 
 
 def optimizer_factory(qualified_names: set[str]) -> OptimizerFactory | None:

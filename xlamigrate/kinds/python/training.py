@@ -24,7 +24,7 @@ from xlamigrate.kinds.python.astscopes import Scope, Scopes
 from xlamigrate.kinds.python.astwalk import DictItem
 from xlamigrate.model import Span
 from xlamigrate.nesting import MAX_NESTING
-from xlamigrate.optimizerfactories import optimizer_factory
+from xlamigrate.optimizerfactories import model_builders, optimizer_factory
 
 COMPOUND = (
     ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.TryStar,
@@ -404,6 +404,10 @@ class TrainingScript:
                     "named_parameters",
                 ):
                     receivers.setdefault(self.code(func.value), func.value)
+                    continue
+                for passed in call.args:  # `param_groups(model)`, model built by a framework
+                    if isinstance(passed, ast.Name) and self._built_by_framework(passed):
+                        receivers.setdefault(passed.id, passed)
         if not receivers:
             return None
         if len(receivers) == 1:
@@ -434,6 +438,16 @@ class TrainingScript:
             values.extend(found)
             frontier = found
         return values
+
+    def _built_by_framework(self, name: ast.Name) -> bool:
+        """Whether every assignment binding `name` here calls a framework's model builder
+        (`model = nxd.initialize_parallel_model(config, get_model, ...)`)."""
+        values = self._assigned_values(name, name.id)
+        builders = model_builders()
+        return bool(values) and all(
+            isinstance(value, ast.Call) and bool(self.qualified_names(value.func) & builders)
+            for value in values
+        )
 
     def _assigned_values(self, node: ast.AST, name: str) -> list[ast.expr]:
         """The values of the `name = ...` assignments binding `name` where `node` is."""
