@@ -9,6 +9,7 @@ from typing import Any
 
 from xlamigrate.masterweights import MASTER_WEIGHTS_FILE
 from xlamigrate.model import APPLICABILITIES, SEVERITIES, Applicability, Severity
+from xlamigrate.modelowners import MODEL_OWNERS_FILE
 from xlamigrate.optimizerfactories import OPTIMIZER_FACTORIES_FILE
 from xlamigrate.recipes.recipe import Recipe, recipe_from_table
 from xlamigrate.rulesdata import APIS_FILE, MODES_FILE, read_toml
@@ -31,6 +32,7 @@ _NOT_RULES = frozenset(
         LAUNCH_APIS_FILE,
         MASTER_WEIGHTS_FILE,
         OPTIMIZER_FACTORIES_FILE,
+        MODEL_OWNERS_FILE,
     }
 )
 

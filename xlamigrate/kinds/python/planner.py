@@ -56,6 +56,7 @@ from xlamigrate.kinds.python.training import (
 )
 from xlamigrate.masterweights import MasterWeightsOption, master_weights_option
 from xlamigrate.model import Finding, Fix, Span
+from xlamigrate.modelowners import model_owner
 from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING, merge_auto_cast_none
 from xlamigrate.optimizer_facts import UNWRAPPABLE
 from xlamigrate.optimizerfactories import OptimizerFactory, Zero1Switch, optimizer_factory
@@ -572,7 +573,7 @@ class Planner:
                 subject = f"the optimizer of `{script.code(targets[0][1])}`"
                 self.remaining.append(self._manual("XM406", self._span(targets[0][0]), subject))
         if not targets:
-            self.remaining.append(self._manual("XM401", self._first_span(), "the model to cast"))
+            self.remaining.append(self._manual("XM401", self._first_span(), self._model_to_cast()))
             return
 
         def model_key(target: Node, model: ast.expr) -> tuple[int, str]:
@@ -691,6 +692,16 @@ class Planner:
         self.plan.imports.add(("torch", None))
         self.plan.swapped[call] = inserted
 
+    def _model_to_cast(self) -> str:
+        """XM401's subject: the model to cast, or where a framework that owns the training step
+        takes the recipe (Lightning's Trainer fits a LightningModule)."""
+        for call in self.script.calls():
+            owner = model_owner(self.script.qualified_names(call.func))
+            if owner is not None:
+                trainer = self.script.code(call.func)
+                return f"the model to cast, trained by {owner.name}'s `{trainer}`: {owner.where}"
+        return "the model to cast"
+
     def _casts_where_the_recipe_is(self, model: ast.expr, condition: Expression | None) -> bool:
         """Whether the script's own bf16 cast of `model` runs wherever the recipe does: with no
         test around it, or under the recipe's own condition. A cast under an option of its own
@@ -794,7 +805,10 @@ class Planner:
         backwards = [b for b in script.backward_statements() if self._in_scope(b[0])]
         if not backwards:
             where = self._first_span()
-            self.remaining.append(self._manual("XM402", where, "no `<loss>.backward()` found"))
+            subject = self._model_to_cast().replace("the model to cast", "the forward pass", 1)
+            if subject == "the forward pass":
+                subject = "no `<loss>.backward()` found"
+            self.remaining.append(self._manual("XM402", where, subject))
             return
         handled = {statement for statement, _ in backwards}
         for call in script.backward_calls():  # `f(x).backward()`, `a = 1; b.backward()`
