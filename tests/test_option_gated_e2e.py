@@ -31,9 +31,9 @@ from tests.test_project_e2e import (
     CC_FLAGS,
     LEGACY_FLAGS,
     SIGNAL,
-    STEPS,
     LaunchRun,
     Migration,
+    checked,
     in_parallel,
     launch,
     make_tools,
@@ -68,13 +68,7 @@ class Results:
     runs: dict[tuple[str, str, str], LaunchRun]  # (case, variant, config)
 
     def run(self, case: str, variant: str, config: str) -> LaunchRun:
-        """A run that went through the launcher's torchrun line and stepped STEPS times."""
-        run = self.runs[(case, variant, config)]
-        assert run.ok, run.describe()
-        assert len(run.torchrun_calls) == 1, run.describe()
-        assert run.record["steps"] == STEPS, run.describe()
-        assert run.probe["forwards"], run.describe()
-        return run
+        return checked(self.runs[(case, variant, config)])
 
 
 @pytest.fixture(scope="module")

@@ -386,9 +386,13 @@ def print_table(runs: dict[tuple[str, str], LaunchRun], seconds: float) -> None:
 
 
 def good_run(results: Results, variant: str, config: str) -> LaunchRun:
-    run = results.runs[(variant, config)]
+    return checked(results.runs[(variant, config)])
+
+
+def checked(run: LaunchRun) -> LaunchRun:
+    """The run went through the launcher's torchrun line, as one process that stepped STEPS
+    times, and the probe saw its forwards."""
     assert run.ok, run.describe()
-    # Through the launcher's torchrun line, as one process that stepped STEPS times.
     assert len(run.torchrun_calls) == 1, run.describe()
     assert run.record["steps"] == STEPS, run.describe()
     assert run.probe["forwards"], run.describe()

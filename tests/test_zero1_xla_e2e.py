@@ -27,9 +27,9 @@ import pytest
 from tests.conftest import FIXTURES, needs_torch_xla_platform
 from tests.test_project_e2e import (
     LEGACY_FLAGS,
-    STEPS,
     LaunchRun,
     Migration,
+    checked,
     in_parallel,
     launch,
     make_tools,
@@ -82,11 +82,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Migration]
 
 
 def good(runs: tuple[dict[str, Migration], Runs], variant: str, config: str) -> LaunchRun:
-    run = runs[1][(variant, config)]
-    assert run.ok, run.describe()
-    assert len(run.torchrun_calls) == 1, run.describe()
-    assert run.record["steps"] == STEPS, run.describe()
-    return run
+    return checked(runs[1][(variant, config)])
 
 
 def shard_dtypes(run: LaunchRun) -> set[str]:
