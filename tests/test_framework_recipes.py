@@ -38,6 +38,27 @@ if __name__ == "__main__":
     train(None, None, None)
 """
 
+NXD_PIPELINE_STEP = """\
+import os
+
+import neuronx_distributed as nxd
+import torch
+
+
+def train(args, nxd_config, get_model, batches):
+    model = nxd.initialize_parallel_model(nxd_config, get_model, True, args)
+    optimizer = nxd.initialize_parallel_optimizer(nxd_config, torch.optim.AdamW, model.parameters())
+    for batch in batches:
+        loss = model.run_train(input_ids=batch)
+        optimizer.step()
+
+
+if __name__ == "__main__":
+    if os.environ.get("PRECISION") == "bf16":
+        os.environ["XLA_USE_BF16"] = "1"
+    train(None, None, None, [])
+"""
+
 LIGHTNING = """\
 import os
 
@@ -105,6 +126,16 @@ def test_a_model_built_by_nxd_is_found_through_the_projects_param_group_helper(
         assert messages and "mixed_precision_config" in messages[0]
         assert "use_master_weights" in messages[0]
         assert diff == ""
+
+
+def test_autocast_goes_around_a_pipeline_models_training_step(tmp_path: Path) -> None:
+    """NxD pipeline parallel runs forward and backward in `model.run_train(...)`: the recipe's
+    autocast goes around that call (it reads the autocast state when it starts)."""
+    document = rewrite_json(tmp_path, {"train.py": NXD_PIPELINE_STEP}, "autocast")
+    diff = diff_of(document, "train.py")
+    assert '+        with torch.autocast(dtype=torch.bfloat16, device_type="xla", enabled=' in diff
+    assert "+            loss = model.run_train(input_ids=batch)" in diff
+    assert [code for code, _ in remaining(document) if code.startswith("XM40")] == []
 
 
 def test_a_lightning_script_is_told_where_lightning_takes_the_recipe(tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ class OptimizerFactory:
     fp32_masters: str  # what fp32-copy asks of the framework instead of FP32ParamsCopy
     zero1: Zero1Switch | None
     models: frozenset[str]  # the framework's model builders, by qualified name
+    train_steps: frozenset[str]  # their models' methods that run forward and backward
 
 
 @cache
@@ -47,6 +48,7 @@ def optimizer_factories() -> tuple[OptimizerFactory, ...]:
             fp32_masters=row["fp32_masters"],
             zero1=_zero1(row.get("zero1")),
             models=frozenset(row.get("models", ())),
+            train_steps=frozenset(row.get("train_steps", ())),
         )
         for row in data.get("factory", [])
     )
@@ -61,6 +63,16 @@ def _zero1(row: dict[str, Any] | None) -> Zero1Switch | None:
 def model_builders() -> frozenset[str]:
     """Every framework model builder of the table, by qualified name."""
     return frozenset(name for factory in optimizer_factories() for name in factory.models)
+
+
+def train_steps(builder: set[str]) -> frozenset[str]:
+    """The forward-and-backward methods of a model built by one of these qualified names."""
+    return frozenset(
+        step
+        for factory in optimizer_factories()
+        if factory.models & builder
+        for step in factory.train_steps
+    )
 
 
 def optimizer_factory(qualified_names: set[str]) -> OptimizerFactory | None:

@@ -803,6 +803,11 @@ class Planner:
         self.plan.imports.add(("torch", None))
         models = [script.code(site.model) for site in script.optimizer_sites()]
         backwards = [b for b in script.backward_statements() if self._in_scope(b[0])]
+        steps = [s for s in script.train_step_statements() if self._in_scope(s)]
+        if not backwards and steps:  # the framework runs forward and backward in one call
+            for step in steps:
+                self._autocast_around((step,), "around the framework's training step")
+            return
         if not backwards:
             where = self._first_span()
             subject = self._model_to_cast().replace("the model to cast", "the forward pass", 1)
@@ -827,16 +832,21 @@ class Planner:
                     )
                 )
                 continue
-            first, last = region.statements[0], region.statements[-1]
-            own = script.autocast_calls_over(region.statements)
-            ok, condition = self._combined_condition(first, self._span(first))
-            if not ok:
-                continue
-            if own:
-                self._own_autocast(own, condition, f"before {loss}.backward()")
-                continue
-            enabled = f", enabled={condition.as_argument()}" if condition is not None else ""
-            self.plan.wraps.append((first, last, _AUTOCAST.replace(")", f"{enabled})")))
+            self._autocast_around(region.statements, f"before {loss}.backward()")
+
+    def _autocast_around(self, statements: Sequence[Statement], where: str) -> None:
+        """The statements under autocast where the recipe applies: in a `with` of their own,
+        or the script's own autocast region widened to the recipe's configurations."""
+        first, last = statements[0], statements[-1]
+        own = self.script.autocast_calls_over(statements)
+        ok, condition = self._combined_condition(first, self._span(first))
+        if not ok:
+            return
+        if own:
+            self._own_autocast(own, condition, where)
+            return
+        enabled = f", enabled={condition.as_argument()}" if condition is not None else ""
+        self.plan.wraps.append((first, last, _AUTOCAST.replace(")", f"{enabled})")))
 
     def _keep_models_float32(self) -> None:
         """A recipe that keeps the model float32 (autocast) turns the script's own bf16 casts of

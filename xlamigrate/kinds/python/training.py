@@ -24,7 +24,7 @@ from xlamigrate.kinds.python.astscopes import Scope, Scopes
 from xlamigrate.kinds.python.astwalk import DictItem
 from xlamigrate.model import Span
 from xlamigrate.nesting import MAX_NESTING
-from xlamigrate.optimizerfactories import model_builders, optimizer_factory
+from xlamigrate.optimizerfactories import model_builders, optimizer_factory, train_steps
 
 COMPOUND = (
     ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.TryStar,
@@ -438,6 +438,24 @@ class TrainingScript:
             values.extend(found)
             frontier = found
         return values
+
+    def train_step_statements(self) -> list[Line]:
+        """Lines calling a framework model's forward-and-backward method
+        (`loss = model.run_train(...)`, NxD pipeline parallel), where the script calls no
+        backward() of its own."""
+        found: list[Line] = []
+        for call in self._calls:
+            func = call.func
+            if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)):
+                continue
+            steps: frozenset[str] = frozenset()
+            for value in self._assigned_values(func.value, func.value.id):
+                if isinstance(value, ast.Call):
+                    steps |= train_steps(self.qualified_names(value.func))
+            line = self.statement_of(call)
+            if func.attr in steps and isinstance(line, Line) and line not in found:
+                found.append(line)
+        return found
 
     def _built_by_framework(self, name: ast.Name) -> bool:
         """Whether every assignment binding `name` here calls a framework's model builder
