@@ -16,14 +16,32 @@ class ModelOwner:
     name: str
     calls: frozenset[str]
     where: str
+    module_bases: frozenset[str] = frozenset()
+    step_methods: frozenset[str] = frozenset()
 
 
 @cache
 def model_owners() -> tuple[ModelOwner, ...]:
     data = read_toml(rules_directory().joinpath(MODEL_OWNERS_FILE))
     return tuple(
-        ModelOwner(row["name"], frozenset(row["calls"]), row["where"])
+        ModelOwner(
+            row["name"],
+            frozenset(row["calls"]),
+            row["where"],
+            frozenset(row.get("module_bases", ())),
+            frozenset(row.get("step_methods", ())),
+        )
         for row in data.get("owner", [])
+    )
+
+
+def step_methods(base_names: set[str]) -> frozenset[str]:
+    """The loss-returning methods of a class deriving from a module class of these names."""
+    return frozenset(
+        method
+        for owner in model_owners()
+        if owner.module_bases & base_names
+        for method in owner.step_methods
     )
 
 

@@ -52,6 +52,7 @@ from xlamigrate.kinds.python.training import (
     Statement,
     TrainingScript,
     collect_nodes,
+    fresh_name,
     keyword_added,
 )
 from xlamigrate.masterweights import MasterWeightsOption, master_weights_option
@@ -598,7 +599,8 @@ class Planner:
             code: list[str] = []
             if not self._casts_where_the_recipe_is(model, condition):
                 code.append(f"{name}.to(torch.bfloat16)\n")
-            code.append(f"cast_inputs_to_module_dtype({name}, output_dtype=torch.float32)\n")
+            for fed in script.step_modules(target) if name == "self" else [name]:
+                code.append(f"cast_inputs_to_module_dtype({fed}, output_dtype=torch.float32)\n")
             self.plan.imports.add(("torch", None))  # torch.bfloat16, torch.float32
             self.plan.imports.add((RUNTIME, "cast_inputs_to_module_dtype"))
             block = [under(condition, code)] if condition is not None else code
@@ -745,6 +747,18 @@ class Planner:
         # Under a condition the wrapper is a statement of its own: `<target> = FP32ParamsCopy(
         # <target>)`, right only where the target holds the optimizer itself.
         small = script.small_statement_of(call)
+        if isinstance(small, ast.Return) and small.value is call and len(statement.body) == 1:
+            # `return Opt(...)` (a LightningModule's configure_optimizers): named, wrapped
+            # under the condition, returned
+            name = fresh_name(script, call, "optimizer")
+            self.plan.imports.add((RUNTIME, "FP32ParamsCopy"))
+            wrapped = f"{name} = FP32ParamsCopy({name})\n"
+            self.plan.replacements[small] = [
+                f"{name} = {script.code(call)}\n",
+                under(condition, [wrapped]),
+                f"return {name}\n",
+            ]
+            return
         assigned = isinstance(small, ast.Assign) and small.value is call
         target = small.targets[0] if isinstance(small, ast.Assign) else None
         if not assigned or not isinstance(target, (ast.Name, ast.Attribute)):
@@ -807,6 +821,17 @@ class Planner:
         if not backwards and steps:  # the framework runs forward and backward in one call
             for step in steps:
                 self._autocast_around((step,), "around the framework's training step")
+            return
+        returns = [r for r in script.loss_returns() if self._in_scope(r[0])]
+        if not backwards and returns:  # the framework backpropagates what its step returns
+            for returned, loss in returns:
+                callees = script.self_callees(returned)
+                region = script.forward_region(returned, loss, callees)
+                if region is None:
+                    subject = f"the forward pass before `return {loss}`"
+                    self.remaining.append(self._manual("XM402", self._span(returned), subject))
+                    continue
+                self._autocast_around(region.statements, f"before `return {loss}`")
             return
         if not backwards:
             where = self._first_span()

@@ -23,6 +23,7 @@ from xlamigrate.kinds.python.astpositions import SourceLines
 from xlamigrate.kinds.python.astscopes import Scope, Scopes
 from xlamigrate.kinds.python.astwalk import DictItem
 from xlamigrate.model import Span
+from xlamigrate.modelowners import step_methods
 from xlamigrate.nesting import MAX_NESTING
 from xlamigrate.optimizerfactories import model_builders, optimizer_factory, train_steps
 
@@ -439,6 +440,82 @@ class TrainingScript:
             frontier = found
         return values
 
+    def loss_returns(self) -> list[tuple[Line, str]]:
+        """`return loss` ending a framework module's training step (a LightningModule's
+        `training_step`), and the name returned: the framework backpropagates it."""
+        found: list[tuple[Line, str]] = []
+        for node in ast.walk(self.module):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            bases: set[str] = set()
+            for base in node.bases:
+                bases |= self.qualified_names(base)
+            methods = step_methods(bases)
+            for item in node.body:
+                if not isinstance(item, FUNCTIONS) or item.name not in methods:
+                    continue
+                last = item.body[-1]
+                returned = last.value if isinstance(last, ast.Return) else None
+                line = self.statement_of(last)
+                if isinstance(returned, ast.Name) and isinstance(line, Line):
+                    found.append((line, returned.id))
+        return found
+
+    def step_modules(self, node: Node) -> list[str]:
+        """The modules a framework module's training step feeds (`self.net` where
+        `training_step` calls `self.net(x)`; `self` where it calls `self(x)`): where the class
+        around `node` is one, the models whose inputs and outputs the recipe casts; else
+        `["self"]`."""
+        owner = next((a for a in self.ancestors(node) if isinstance(a, ast.ClassDef)), None)
+        if owner is None:
+            return ["self"]
+        bases: set[str] = set()
+        for base in owner.bases:
+            bases |= self.qualified_names(base)
+        methods = step_methods(bases)
+        steps = [i for i in owner.body if isinstance(i, FUNCTIONS) and i.name in methods]
+        if not steps:
+            return ["self"]
+        built = {  # `self.X = <call>` anywhere in the class: its submodules
+            self.code(target)
+            for assign in collect_nodes(owner, ast.Assign)
+            if isinstance(assign.value, ast.Call)
+            for target in assign.targets
+            if isinstance(target, ast.Attribute)
+            and isinstance(target.value, ast.Name)
+            and target.value.id == "self"
+        }
+        fed = [
+            callee
+            for step in steps
+            for callee in self.self_callees(step.body[0])
+            if (callee == "self" and self._calls_self(step)) or callee in built
+        ]
+        return list(dict.fromkeys(fed)) or ["self"]
+
+    def _calls_self(self, function: ast.AST) -> bool:
+        return any(
+            isinstance(call.func, ast.Name) and call.func.id == "self"
+            for call in collect_nodes(function, ast.Call)
+        )
+
+    def self_callees(self, node: Node) -> list[str]:
+        """`self.<module>` called in the function around `node` (`self.net(x)`): a
+        framework module's own submodules, its forward pass."""
+        function = self.enclosing_function(node)
+        if function is None:
+            return []
+        return sorted(
+            {
+                self.code(call.func)
+                for call in collect_nodes(function, ast.Call)
+                if isinstance(call.func, ast.Attribute)
+                and isinstance(call.func.value, ast.Name)
+                and call.func.value.id == "self"
+            }
+            | {"self"}
+        )
+
     def train_step_statements(self) -> list[Line]:
         """Lines calling a framework model's forward-and-backward method
         (`loss = model.run_train(...)`, NxD pipeline parallel), where the script calls no
@@ -711,6 +788,18 @@ def _skip_blank(source: str, at: int, step: int) -> int:
 def is_statement(node: Node) -> bool:
     """A line or a compound statement (libcst's BaseStatement)."""
     return isinstance(node, (Line, *COMPOUND))
+
+
+def fresh_name(script: TrainingScript, node: ast.AST, wanted: str) -> str:
+    """`wanted`, or `wanted_2`... : a name nothing in the function (or module) around `node`
+    writes or reads."""
+    scope: ast.AST = script.enclosing_function(node) or script.module
+    taken = identifiers(scope)
+    name, count = wanted, 1
+    while name in taken:
+        count += 1
+        name = f"{wanted}_{count}"
+    return name
 
 
 def identifiers(root: ast.AST) -> set[str]:
