@@ -18,6 +18,9 @@ class ModelOwner:
     where: str
     module_bases: frozenset[str] = frozenset()
     step_methods: frozenset[str] = frozenset()
+    model: tuple[int, str] | None = None  # where its trainer call takes the model
+    autocast: str = ""  # what the autocast recipe asks of it
+    fp32_masters: str = ""  # what fp32-copy asks of it
 
 
 @cache
@@ -25,11 +28,14 @@ def model_owners() -> tuple[ModelOwner, ...]:
     data = read_toml(rules_directory().joinpath(MODEL_OWNERS_FILE))
     return tuple(
         ModelOwner(
-            row["name"],
-            frozenset(row["calls"]),
-            row["where"],
-            frozenset(row.get("module_bases", ())),
-            frozenset(row.get("step_methods", ())),
+            name=row["name"],
+            calls=frozenset(row["calls"]),
+            where=row["where"],
+            module_bases=frozenset(row.get("module_bases", ())),
+            step_methods=frozenset(row.get("step_methods", ())),
+            model=(row["model"]["position"], row["model"]["keyword"]) if "model" in row else None,
+            fp32_masters=row.get("fp32_masters", ""),
+            autocast=row.get("autocast", ""),
         )
         for row in data.get("owner", [])
     )

@@ -96,6 +96,7 @@ class Planner:
     enabling: list[_Enabling] = field(default_factory=list)
     # What "the recipe is on" reads as in this module, once something needed it.
     gate: Expression | None = None
+    framework_note: str | None = None  # where a framework takes the recipe it could not place
 
     def __post_init__(self) -> None:
         self.recipe = self.request.recipe
@@ -116,7 +117,10 @@ class Planner:
         """Why the recipe a launcher asked for could not go in whole (None: it did)."""
         if self.launched is None:
             return None
-        return first_problem(self.problems())
+        problem = first_problem(self.problems())
+        if problem is not None and self.framework_note:
+            return f"{problem}, trained by {self.framework_note}"
+        return problem
 
     def blocked_in_file(self) -> bool:
         """Whether the file's own enabling writes were planned away while their recipe could
@@ -566,6 +570,16 @@ class Planner:
             for site in sites
             if self._nameable(site.model, site.statement)
         ]
+        if not targets:  # the model handed to a framework's trainer, cast before it
+            for statement, model, owner, call in script.owner_models():
+                if not self._in_scope(statement) or not self._nameable(model, statement):
+                    continue
+                targets.append((statement, model, True))
+                if wrap_optimizer:  # its optimizer is the framework's: its knob, by hand
+                    self.framework_note = f"{owner.name}'s `{script.code(call.func)}`"
+                    self.framework_note += f": {owner.fp32_masters}"
+                    subject = f"`{script.code(call.func)}` ({owner.fp32_masters})"
+                    self.remaining.append(self._manual("XM408", self._span(statement), subject))
         if not targets:
             for statement, model in script.model_moves():
                 if self._in_scope(statement):
@@ -639,6 +653,7 @@ class Planner:
                 self._master_weights_dtype(site, entry)
             return
         if self.recipe.fp32_masters:
+            self.framework_note = f"{factory.framework}'s `{factory.name}`: {factory.fp32_masters}"
             subject = f"`{factory.name}` ({factory.fp32_masters})"
             self.remaining.append(self._manual("XM408", self._span(site.statement), subject))
 
@@ -701,7 +716,9 @@ class Planner:
             owner = model_owner(self.script.qualified_names(call.func))
             if owner is not None:
                 trainer = self.script.code(call.func)
-                return f"the model to cast, trained by {owner.name}'s `{trainer}`: {owner.where}"
+                where = owner.where if self.recipe.casts_model else owner.autocast
+                self.framework_note = f"{owner.name}'s `{trainer}`: {where}"
+                return f"the model to cast, trained by {self.framework_note}"
         return "the model to cast"
 
     def _casts_where_the_recipe_is(self, model: ast.expr, condition: Expression | None) -> bool:

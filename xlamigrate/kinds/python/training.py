@@ -23,7 +23,7 @@ from xlamigrate.kinds.python.astpositions import SourceLines
 from xlamigrate.kinds.python.astscopes import Scope, Scopes
 from xlamigrate.kinds.python.astwalk import DictItem
 from xlamigrate.model import Span
-from xlamigrate.modelowners import step_methods
+from xlamigrate.modelowners import ModelOwner, model_owner, step_methods
 from xlamigrate.nesting import MAX_NESTING
 from xlamigrate.optimizerfactories import model_builders, optimizer_factory, train_steps
 
@@ -459,6 +459,20 @@ class TrainingScript:
                 line = self.statement_of(last)
                 if isinstance(returned, ast.Name) and isinstance(line, Line):
                     found.append((line, returned.id))
+        return found
+
+    def owner_models(self) -> list[tuple[Line, ast.expr, ModelOwner, ast.Call]]:
+        """`Trainer(model=model, ...)`: a framework trainer's call given the script's model by
+        name, the statement it is in, the framework and the call."""
+        found: list[tuple[Line, ast.expr, ModelOwner, ast.Call]] = []
+        for call in self._calls:
+            owner = model_owner(self.qualified_names(call.func))
+            if owner is None or owner.model is None:
+                continue
+            model = argument(call, *owner.model)
+            line = self.statement_of(call)
+            if isinstance(model, (ast.Name, ast.Attribute)) and isinstance(line, Line):
+                found.append((line, model, owner, call))
         return found
 
     def step_modules(self, node: Node) -> list[str]:
