@@ -16,7 +16,7 @@ class MasterWeightsOption:
     name: str  # the class, as a finding names it
     qualified: frozenset[str]
     option: str
-    position: int
+    position: int | None  # among the positional arguments; None: by keyword only
     default: str
     since: str
 

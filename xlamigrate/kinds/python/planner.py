@@ -648,7 +648,7 @@ class Planner:
         if zero1 is not None and self._zero1_enabled(zero1):
             if not self.recipe.fp32_masters:
                 entry = MasterWeightsOption(
-                    factory.name, frozenset(), zero1.dtype_option, 1 << 16, "torch.float32", ""
+                    factory.name, frozenset(), zero1.dtype_option, None, "torch.float32", ""
                 )
                 self._master_weights_dtype(site, entry)
             return
@@ -685,7 +685,7 @@ class Planner:
         script, call = self.script, site.call
         dtype = "torch.float32" if self.recipe.fp32_masters else "torch.bfloat16"
         given = next((k.value for k in call.keywords if k.arg == own.option), None)
-        if given is None and len(call.args) > own.position:
+        if given is None and own.position is not None and len(call.args) > own.position:
             given = call.args[own.position]
         if given is not None:
             if script.code(given) != dtype and self.recipe.fp32_masters:
