@@ -588,7 +588,8 @@ class Planner:
                 subject = f"the optimizer of `{script.code(targets[0][1])}`"
                 self.remaining.append(self._manual("XM406", self._span(targets[0][0]), subject))
         if not targets:
-            self.remaining.append(self._manual("XM401", self._first_span(), self._model_to_cast()))
+            subject = self._trained_by_framework("the model to cast") or "the model to cast"
+            self.remaining.append(self._manual("XM401", self._first_span(), subject))
             return
 
         def model_key(target: Node, model: ast.expr) -> tuple[int, str]:
@@ -709,17 +710,18 @@ class Planner:
         self.plan.imports.add(("torch", None))
         self.plan.swapped[call] = inserted
 
-    def _model_to_cast(self) -> str:
-        """XM401's subject: the model to cast, or where a framework that owns the training step
-        takes the recipe (Lightning's Trainer fits a LightningModule)."""
+    def _trained_by_framework(self, what: str) -> str | None:
+        """`what`, trained by a framework that owns the training step and where that framework
+        takes the recipe (Lightning's Trainer fits a LightningModule), noted for the launcher's
+        finding too; None where the script calls no such framework."""
         for call in self.script.calls():
             owner = model_owner(self.script.qualified_names(call.func))
             if owner is not None:
                 trainer = self.script.code(call.func)
                 where = owner.where if self.recipe.casts_model else owner.autocast
                 self.framework_note = f"{owner.name}'s `{trainer}`: {where}"
-                return f"the model to cast, trained by {self.framework_note}"
-        return "the model to cast"
+                return f"{what}, trained by {self.framework_note}"
+        return None
 
     def _casts_where_the_recipe_is(self, model: ast.expr, condition: Expression | None) -> bool:
         """Whether the script's own bf16 cast of `model` runs wherever the recipe does: with no
@@ -852,9 +854,9 @@ class Planner:
             return
         if not backwards:
             where = self._first_span()
-            subject = self._model_to_cast().replace("the model to cast", "the forward pass", 1)
-            if subject == "the forward pass":
-                subject = "no `<loss>.backward()` found"
+            subject = (
+                self._trained_by_framework("the forward pass") or "no `<loss>.backward()` found"
+            )
             self.remaining.append(self._manual("XM402", where, subject))
             return
         handled = {statement for statement, _ in backwards}
