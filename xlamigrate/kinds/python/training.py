@@ -447,10 +447,7 @@ class TrainingScript:
         for node in ast.walk(self.module):
             if not isinstance(node, ast.ClassDef):
                 continue
-            bases: set[str] = set()
-            for base in node.bases:
-                bases |= self.qualified_names(base)
-            methods = step_methods(bases)
+            methods = self._step_methods(node)
             for item in node.body:
                 if not isinstance(item, FUNCTIONS) or item.name not in methods:
                     continue
@@ -483,10 +480,7 @@ class TrainingScript:
         owner = next((a for a in self.ancestors(node) if isinstance(a, ast.ClassDef)), None)
         if owner is None:
             return ["self"]
-        bases: set[str] = set()
-        for base in owner.bases:
-            bases |= self.qualified_names(base)
-        methods = step_methods(bases)
+        methods = self._step_methods(owner)
         steps = [i for i in owner.body if isinstance(i, FUNCTIONS) and i.name in methods]
         if not steps:
             return ["self"]
@@ -506,6 +500,14 @@ class TrainingScript:
             if (callee == "self" and self._calls_self(step)) or callee in built
         ]
         return list(dict.fromkeys(fed)) or ["self"]
+
+    def _step_methods(self, cls: ast.ClassDef) -> frozenset[str]:
+        """The loss-returning methods a framework gives the class through its bases (a
+        LightningModule's `training_step`); empty for any other class."""
+        bases: set[str] = set()
+        for base in cls.bases:
+            bases |= self.qualified_names(base)
+        return step_methods(bases)
 
     def _calls_self(self, function: ast.AST) -> bool:
         return any(
@@ -631,10 +633,6 @@ class TrainingScript:
                 return next((s for s in block.body if id(s) in held), None)
         return None
 
-    def casts_to_bf16(self, model: ast.expr) -> bool:
-        """Whether the script already casts this model (`.to(torch.bfloat16)`, `.bfloat16()`)."""
-        return bool(self.bf16_casts(model))
-
     def bf16_casts(self, model: ast.expr) -> list[ast.Call]:
         """The script's own casts of this model to bf16 (`<model>.to(torch.bfloat16)`,
         `.to(device=..., dtype=torch.bfloat16)`, `<model>.bfloat16()`)."""
@@ -706,13 +704,6 @@ class TrainingScript:
             isinstance(c, (ast.With, ast.AsyncWith)) and self._is_autocast_with(c)
             for c in candidates
         )
-
-    def contains_autocast(self, statements: Sequence[Statement]) -> bool:
-        withs: list[ast.With | ast.AsyncWith] = [
-            *(w for statement in statements for w in self.nodes(statement, ast.With)),
-            *(w for statement in statements for w in self.nodes(statement, ast.AsyncWith)),
-        ]
-        return any(self._is_autocast_with(with_node) for with_node in withs)
 
     def autocast_calls_over(self, statements: Sequence[Statement]) -> list[ast.Call]:
         """The `<autocast>(...)` calls of the `with` blocks around the statements or inside
