@@ -224,7 +224,10 @@ class _Layout:
             for path, decisions in project.writes.items()
         }
         for path, recipe in project.scripts.items():
-            contexts[path] = FileContext(recipe=recipe, platform=recipe.platform, signal=signal)
+            writes = contexts[path].writes if path in contexts else {}  # (it launches itself)
+            contexts[path] = FileContext(
+                writes=writes, recipe=recipe, platform=recipe.platform, signal=signal
+            )
         for path, recipe in self.builder.modules_of(project).items():
             contexts.setdefault(
                 path, FileContext(imported_by=recipe, platform=recipe.platform, signal=signal)

@@ -42,6 +42,12 @@ class LaunchTable:
     where: tuple[tuple[str, str], ...]
 
     @functools.cached_property
+    def env_keys(self) -> frozenset[bytes]:
+        """The keywords the environments are passed as (`environment`, `runtime_env`): what a
+        file writing a flag into one holds."""
+        return frozenset(api.env[0].encode() for api in self.apis)
+
+    @functools.cached_property
     def last_names(self) -> frozenset[str]:
         """The calls' last names (`PyTorch`, `init`, `TorchTrainer`): what a file making one of
         them holds."""

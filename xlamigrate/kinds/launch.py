@@ -31,6 +31,28 @@ _SCRIPT_SUFFIXES: dict[str, Language] = {".py": "python", ".sh": "shell", ".bash
 # `$(dirname "$0")/train.py`, of `$SCRIPT_DIR/train.py` where SCRIPT_DIR holds that folder):
 # such a path names a file below the launcher's folder, whatever the working directory.
 OWN_FOLDER = "<launcher folder>"
+# How a launch that runs a function of a Python file is written (a Ray Train worker loop, a
+# Metaflow step): `train.py::train_func`. Its process starts in that function, not at the
+# file's top: the recipe goes there.
+_FUNCTION_MARK = "::"
+
+
+def in_function(script: str, function: str) -> str:
+    """A launch of `function` in `script`, as the project writes it."""
+    return f"{script}{_FUNCTION_MARK}{function}"
+
+
+def described(written: str, script: str) -> str:
+    """A launch as messages name it: the script (the project's path), or the function of it the
+    process starts in (`train_func` in train.py)."""
+    function = split_function(written)[1]
+    return f"`{function}` in {script}" if function else script
+
+
+def split_function(written: str) -> tuple[str, str | None]:
+    """(script, function) of a launch as written (function None: the script's top)."""
+    script, mark, function = written.partition(_FUNCTION_MARK)
+    return (script, function) if mark and function else (written, None)
 
 
 @dataclass(frozen=True)

@@ -115,7 +115,7 @@ def _reported(
     index = LineIndex(text)
     accesses = analysis.accesses
     if context is not None:
-        accesses = tuple(_with_decision(a, context) for a in accesses)
+        accesses = tuple(with_decision(a, context) for a in accesses)
     pairs: list[tuple[TextAccess | TextMention, Finding]] = [
         (access, finding)
         for access, finding in access_findings(
@@ -143,7 +143,7 @@ def _reported(
     ]
 
 
-def _with_decision(access: TextAccess, context: FileContext) -> TextAccess:
+def with_decision(access: TextAccess, context: FileContext) -> TextAccess:
     """An enabling write, saying where it takes effect and what the project does about it."""
     if not is_enabling(access):
         return access

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from xlamigrate.kinds.launch import described, split_function
 from xlamigrate.kinds.textaccess import LaunchSite, exclusive, runs_with
 from xlamigrate.project.model import (
     Configuration,
@@ -32,6 +33,10 @@ _NOTHING_LAUNCHED = {
     "dotenv": "it reaches whatever process loads this file",
     "notebook": "no Python script of this project is launched after it",
 }
+
+# The kinds whose enabling writes only ever become the signal (a Python launch API's environment
+# dict: its key is renamed; the launched script sets the recipe's environment under it).
+_SIGNAL_ONLY_KINDS = frozenset({"python"})
 
 Resolve = Callable[[str, str], "str | None"]  # (launcher, script as written) -> script path
 
@@ -86,9 +91,8 @@ def _reach(
             reason = f"it reaches {written}, which is not a Python file of this project"
             return WriteDecision(False, reason=reason), ()
         if script in failed:
-            reason = (
-                f"it reaches {script}, where the recipe could not be applied ({failed[script]})"
-            )
+            where = described(written, script)
+            reason = f"it reaches {where}, where the recipe could not be applied ({failed[script]})"
             return WriteDecision(False, reason=reason), ()
         resolved.append(script)
     scripts = tuple(dict.fromkeys(resolved))
@@ -102,10 +106,14 @@ def _recipe(
     inputs: Inputs,
 ) -> ScriptRecipe:
     paths = tuple(dict.fromkeys(launcher.path for launcher, _ in reached))
-    unconditional = not inputs.named_elsewhere(script, paths) and all(
-        _covered(site, launcher, reached)
-        for launcher in launchers
-        for site in _sites_of(script, launcher, inputs)
+    unconditional = (
+        not inputs.named_elsewhere(script, paths)
+        and not any(launcher.kind in _SIGNAL_ONLY_KINDS for launcher, _ in reached)
+        and all(
+            _covered(site, launcher, reached)
+            for launcher in launchers
+            for site in _sites_of(script, launcher, inputs)
+        )
     )
     signal = None if unconditional else inputs.signal
     platforms = {launcher.platform for launcher, _ in reached} - {None}
@@ -119,6 +127,15 @@ def _recipe(
         platform=platform,
         rounding_elsewhere=any(inputs.rounding_writes.get(path, False) for path in paths),
         configurations=_configurations(reached, gated=signal is not None),
+        functions=tuple(
+            dict.fromkeys(
+                function
+                for _, write in reached
+                for written in write.launched
+                if (function := split_function(written)[1]) is not None
+                and inputs.resolve(write.path, written) == script
+            )
+        ),
     )
 
 

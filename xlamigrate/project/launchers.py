@@ -9,6 +9,9 @@ from xlamigrate.neuronflags import STOCHASTIC_ROUNDING
 from xlamigrate.project.model import EnablingWrite, Launcher
 from xlamigrate.project.platform import platform_of
 
+# The kinds whose analysis lists the launches themselves (a shell command, a launch API call).
+_WITH_LAUNCH_LISTS = ("shell", "python")
+
 
 def is_enabling(access: TextAccess) -> bool:
     """A write that turns a recipe flag on, with a value known statically, in a construct the
@@ -33,7 +36,7 @@ def launcher_of(path: str, kind: str, text: str, analysis: TextAnalysis) -> Laun
         if is_enabling(a)
     )
     sites = analysis.launches
-    if kind != "shell":  # the kinds without a launch list: a write reaches its own command
+    if kind not in _WITH_LAUNCH_LISTS:  # the others: a write reaches its own command
         sites = tuple(
             LaunchSite(script, write.start + 1, write.branch)
             for write in writes

@@ -75,6 +75,10 @@ class ScriptRecipe:
     # The file's own writes set the flag (no launcher): its reads read the signal where and
     # when the flag was set, not a module constant.
     in_file: bool = False
+    # The functions of the script its launched processes start in (a Ray Train worker loop, a
+    # Metaflow step), not its top: the recipe reads the signal and sets its environment there
+    # (a module constant would be read by the process that launches them).
+    functions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

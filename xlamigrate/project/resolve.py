@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from xlamigrate.kinds.launch import OWN_FOLDER
+from xlamigrate.kinds.launch import OWN_FOLDER, split_function
 
 
 @dataclass
@@ -23,6 +23,7 @@ class ScriptResolver:
     cache: dict[tuple[str, str], str | None] = field(default_factory=dict)
 
     def __call__(self, launcher: str, written: str) -> str | None:
+        written, _ = split_function(written)  # (a function's launch: its file)
         key = (os.path.dirname(launcher), written)
         if key not in self.cache:
             self.cache[key] = self._resolve(launcher, written)

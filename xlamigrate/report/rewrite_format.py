@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import posixpath
 from typing import Any
 
 from xlamigrate import __version__
+from xlamigrate.kinds.launch import described, split_function
 from xlamigrate.model import RewriteOutcome, RewriteReport
 from xlamigrate.report.json_format import finding_json, launch_json
 from xlamigrate.report.text_format import error_line, finding_line
@@ -36,23 +38,42 @@ def render_json(
     return json.dumps(document, indent=2) + "\n"
 
 
+def _named(script: str, reaches: list[str]) -> str:
+    """A launched script as a header names it: the functions of it its processes run, where
+    they start in one (`train_func` in train_ray.py)."""
+    base = posixpath.basename(script)
+    named = [
+        described(written, script)
+        for written in reaches
+        if split_function(written)[1] and posixpath.basename(split_function(written)[0]) == base
+    ]
+    return ", ".join(dict.fromkeys(named)) or script
+
+
 def grouped_diffs(report: RewriteReport, diffs: dict[str, str]) -> str:
     """The diffs with each launcher followed by the scripts it migrated (a `#` line names
     them; `patch` and `git apply` skip it), then the other files in path order."""
     out: list[str] = []
     shown: set[str] = set()
     groups: dict[str, list[str]] = {}
+    reached: dict[str, list[str]] = {}  # the launches as written (a function's: in its file)
     for edge in report.launches:
         if edge.migrated:
             scripts = groups.setdefault(edge.launcher, [])
             scripts.extend(s for s in edge.scripts if s not in scripts)
+            reached.setdefault(edge.launcher, []).extend(edge.reaches)
     for launcher, scripts in groups.items():
-        members = [path for path in (launcher, *scripts) if path in diffs and path not in shown]
+        members = [
+            path
+            for path in dict.fromkeys((launcher, *scripts))
+            if path in diffs and path not in shown
+        ]
         if not members:
             continue
         signal = next((e.signal for e in report.launches if e.launcher == launcher), None)
         how = f"the recipe under {signal}" if signal else "the recipe"
-        out.append(f"# {launcher} starts {', '.join(scripts)}: {how}\n")
+        names = ", ".join(_named(script, reached[launcher]) for script in scripts)
+        out.append(f"# {launcher} starts {names}: {how}\n")
         out.extend(diffs[path] for path in members)
         shown.update(members)
     out.extend(diff for path, diff in diffs.items() if path not in shown)

@@ -71,6 +71,7 @@ class Scopes:
     placeholders' expressions are."""
 
     def __init__(self, module: ast.Module) -> None:
+        self.tree = module
         self.module = Scope("module", None, "")
         self.opened: dict[int, Scope] = {}  # id of a def, lambda, class or comprehension
         self.order: list[tuple[ast.AST, Scope, ast.AST | None]] = []

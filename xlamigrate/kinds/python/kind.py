@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 
 from xlamigrate.catalogue import Catalogue
+from xlamigrate.kinds.textaccess import TextAnalysis
 from xlamigrate.model import FileResult, RewriteOutcome
 from xlamigrate.request import STANDALONE, FileContext, RewriteRequest
 
@@ -20,12 +21,21 @@ def preload(task: str) -> None:
     importlib.import_module(_TASK_MODULES[task])
 
 
+def analyse_file(path: str, data: bytes, catalogue: Catalogue) -> TextAnalysis | None:
+    """The file as one of the project's launchers: the legacy flags it writes into a launch
+    API's environment (a SageMaker estimator, Ray's runtime_env...), see launchapis.py."""
+    from xlamigrate.kinds.python.launchapis import analyse_source
+
+    return analyse_source(path, data)
+
+
 def scan(
     path: str,
     data: bytes,
     catalogue: Catalogue,
     enabled: frozenset[str],
     context: FileContext | None = None,
+    analysis: TextAnalysis | None = None,  # (its launches: read again with the file)
 ) -> FileResult:
     from xlamigrate.kinds.python.scan import scan_python
 

@@ -84,8 +84,19 @@ def _message(variable: str, value: FlagValue | None, reach: Reach, table: Launch
     )
 
 
-def _reaches(scopes: Scopes, table: LaunchTable) -> dict[int, Reach]:
-    """The ids of the nodes that write into a launch's environment, each with where it goes."""
+@dataclass(frozen=True)
+class LaunchWrite:
+    """A node naming a variable written into a launch's environment (a dict's key, a
+    subscript's key, a keyword), the launch call (or decorator) and where it goes."""
+
+    node: ast.AST
+    call: ast.Call
+    reach: Reach
+    runner: ast.Call | None  # the call handed the function the process runs (`TorchTrainer`)
+
+
+def launch_writes(scopes: Scopes, table: LaunchTable) -> list[LaunchWrite]:
+    """Every node that writes into a launch API's environment, in walk order (one per node)."""
     called = table.last_names | aliases(scopes)
     calls = [
         (node, scope)
@@ -93,10 +104,10 @@ def _reaches(scopes: Scopes, table: LaunchTable) -> dict[int, Reach]:
         if isinstance(node, ast.Call) and _last(node.func) in called
     ]
     if not calls:
-        return {}
+        return []
     stores = _Stores(scopes)
     decorated = _decorated(scopes)
-    found: dict[int, Reach] = {}
+    found: dict[int, LaunchWrite] = {}
     for call, scope in calls:
         if not isinstance(call.func, (ast.Name, ast.Attribute)):
             continue
@@ -105,19 +116,32 @@ def _reaches(scopes: Scopes, table: LaunchTable) -> dict[int, Reach]:
             if not names & api.calls:
                 continue
             script = _script(call, api, scope, stores)
-            function = decorated.get(id(call)) if api.decorates else _run(calls, api)
+            runners = [] if api.decorates else _runners(calls, api)
+            function = (
+                decorated.get(id(call))
+                if api.decorates
+                else "`, `".join(dict.fromkeys(name for _, name in runners)) or None
+            )
+            reach_runner = runners[0][0] if len(runners) == 1 else None
             for env in stores.at(call, api.env, scope):
                 for node, value in stores.writes(env, scope):
-                    found.setdefault(id(node), Reach(api, value, script, function))
-    return found
+                    if id(node) not in found:
+                        reach = Reach(api, value, script, function)
+                        found[id(node)] = LaunchWrite(node, call, reach, reach_runner)
+    return list(found.values())
 
 
-def _run(calls: list[tuple[ast.Call, Scope]], api: LaunchApi) -> str | None:
-    """The functions the file hands to the calls that run them in the launch's processes
-    (`TorchTrainer(train_loop_per_worker, ...)`), by name."""
+def _reaches(scopes: Scopes, table: LaunchTable) -> dict[int, Reach]:
+    """The ids of the nodes that write into a launch's environment, each with where it goes."""
+    return {id(write.node): write.reach for write in launch_writes(scopes, table)}
+
+
+def _runners(calls: list[tuple[ast.Call, Scope]], api: LaunchApi) -> list[tuple[ast.Call, str]]:
+    """The calls that run a function the file hands them in the launch's processes
+    (`TorchTrainer(train_loop_per_worker, ...)`), each with that function's name."""
     if not api.runs:
-        return None
-    found: list[str] = []
+        return []
+    found: list[tuple[ast.Call, str]] = []
     for call, scope in calls:
         func = call.func
         if not isinstance(func, (ast.Name, ast.Attribute)) or not scope.qualified(func) & api.runs:
@@ -127,8 +151,8 @@ def _run(calls: list[tuple[ast.Call, Scope]], api: LaunchApi) -> str | None:
         if argument is None and position is not None and position < len(call.args):
             argument = call.args[position]
         if isinstance(argument, (ast.Name, ast.Attribute)):
-            found.append(argument.id if isinstance(argument, ast.Name) else argument.attr)
-    return "`, `".join(dict.fromkeys(found)) or None
+            found.append((call, argument.id if isinstance(argument, ast.Name) else argument.attr))
+    return found
 
 
 def _script(call: ast.Call, api: LaunchApi, scope: Scope, stores: _Stores) -> str | None:

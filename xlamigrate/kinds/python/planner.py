@@ -46,6 +46,7 @@ from xlamigrate.kinds.python.plan import Plan
 from xlamigrate.kinds.python.reads import ReadPlan, float32_spelling, read_outcomes
 from xlamigrate.kinds.python.training import (
     BF16_SPELLINGS,
+    Block,
     Line,
     Node,
     OptimizerSite,
@@ -68,6 +69,7 @@ from xlamigrate.request import FileContext, RewriteRequest
 _Item = TypeVar("_Item")
 RUNTIME = "xlamigrate_runtime"
 _AUTOCAST = 'torch.autocast(dtype=torch.bfloat16, device_type="xla")'
+_GATE_FUNCTION = "bf16_recipe"  # "the recipe is on", where read in a launched function
 RECIPE_PROBLEMS = ("XM401", "XM402", "XM403", "XM406", "XM408", "XM410")
 _BARE_PARENTS = (ast.If, ast.While, ast.IfExp, ast.Assert, ast.Assign, ast.Return)
 
@@ -141,6 +143,9 @@ class Planner:
                 finding.fix.applicability == "safe"
                 or (finding.fix.applicability == "unsafe" and self.unsafe_fixes)
             )
+            if isinstance(item, FlagMention) and allowed and self._launch_key_renamed(item):
+                self.fixed.append(finding)
+                continue
             if not isinstance(item, EnvAccess) or not allowed or item.kind == "read":
                 self.remaining.append(finding)
                 continue
@@ -163,7 +168,57 @@ class Planner:
             self._resolve_reads(reads, own)
         elif reads and self.reads_against is None:
             self.remaining.extend(reads.values())
+        self._drop_imports_bound_where_used()
         return self.plan
+
+    def _drop_imports_bound_where_used(self) -> None:
+        """A module the plan's code names (`torch.bfloat16`) is imported at the top only where
+        some of that code is outside a function that imports it itself (a Metaflow step's own
+        `import torch`): there the top import would be unused, and shadowed."""
+        for entry in [e for e in self.plan.imports if e[1] is None]:
+            name = entry[0].split(".")[0]
+            places = self._places_naming(name)
+            if places and all(self._bound_in_function(place, name) for place in places):
+                self.plan.imports.discard(entry)
+
+    def _places_naming(self, name: str) -> list[ast.AST]:
+        """Where the plan puts code that names `name` (the statements it goes at)."""
+        word = re.compile(rf"(?<![\w.]){re.escape(name)}\b")
+        anchored: list[tuple[object, Sequence[str]]] = [
+            *self.plan.replacements.items(),
+            *self.plan.before.items(),
+            *self.plan.after.items(),
+            *((first, [item]) for first, _, item in self.plan.wraps),
+            *((node, [code]) for node, code in self.plan.swapped.items()),
+        ]
+        places: list[ast.AST] = []
+        for anchor, codes in anchored:
+            if any(word.search(code) for code in codes):
+                places.append(anchor.body[0] if isinstance(anchor, Line) else anchor)  # type: ignore[arg-type]
+        return places
+
+    def _bound_in_function(self, node: ast.AST, name: str) -> bool:
+        """Whether the innermost function around `node` binds `name` itself."""
+        for ancestor in self.script.ancestors(node):
+            if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                scope = self.script.scopes.opened.get(id(ancestor))
+                return scope is not None and name in scope.bindings
+        return False
+
+    def _launch_key_renamed(self, mention: FlagMention) -> bool:
+        """A flag written into a launch API's environment (`environment={"XLA_USE_BF16": "1"}`)
+        that the project migrated: its key becomes the signal (the launched script sets the
+        recipe's environment under it)."""
+        node = mention.node
+        if not isinstance(node, ast.Constant):
+            return False
+        decision = self.context.writes.get(self.script.offsets(node, parentheses=False)[0])
+        spelling = self.script.simple_string(node)
+        if decision is None or not decision.migrated or decision.signal is None or not spelling:
+            return False
+        prefix, quote = spelling
+        self.plan.swapped[node] = f"{prefix}{quote}{decision.signal}{quote}"
+        return True
 
     def _remove(self, access: EnvAccess, update_calls: dict[ast.Call, list[object]]) -> bool:
         node = access.node
@@ -243,6 +298,8 @@ class Planner:
         launchers = [posixpath.relpath(launcher, here or ".") for launcher in recipe.launchers]
         by = ", ".join(launchers[:2]) + (" ..." if len(launchers) > 2 else "")
         flags = " / ".join(recipe.flags)
+        if recipe.functions and recipe.signal is not None:  # read in the launched process
+            return self._gate_function(recipe.signal, recipe.functions, by, flags)
         if recipe.signal is None:
             value = "True"
             said = f"Every launch of this script by {by} set {flags}: the recipe is always on."
@@ -257,6 +314,28 @@ class Planner:
         else:
             self.gate = _name(name)
             self._after_imports(f"\n{comment}{name} = {value}\n")  # apart from the imports
+        return self.gate
+
+    def _gate_function(
+        self, signal: str, functions: Sequence[str], by: str, flags: str
+    ) -> Expression:
+        """Where the launched processes start in functions of this file (a Ray worker loop),
+        the signal is read there, when called: a module constant would be read by the process
+        that launches them (and a Ray worker gets it pickled from there)."""
+        self.plan.imports.add(("os", None))
+        read = f'os.environ.get("{signal}") == "1"'
+        name = _GATE_FUNCTION
+        if re.search(rf"\b{name}\b", self.script.source):
+            self.gate = Expression(read)
+            return self.gate
+        started = ", ".join(f"{f}()" for f in functions)
+        said = (
+            f"Set by {by} where it used to set {flags}, in the processes that run {started}:"
+            " read there, not at import."
+        )
+        comment = textwrap.fill(said, 88, initial_indent="# ", subsequent_indent="# ") + "\n"
+        self._after_imports(f"\n\n{comment}def {name}():\n    return {read}\n")
+        self.gate = Expression(f"{name}()")
         return self.gate
 
     def _signal_beside_the_writes(self, recipe: ScriptRecipe) -> Expression:
@@ -299,9 +378,28 @@ class Planner:
             code = f'os.environ["{STOCHASTIC_ROUNDING}"] = "0"  # FP32 masters replace rounding\n'
         elif environment.auto_cast_none and not self._writes(NEURON_CC_FLAGS):
             code = auto_cast_code("os.environ")  # (else merged after the file's own writes)
-        if code:
-            self.plan.imports.add(("os", None))
+        if not code:
+            return
+        self.plan.imports.add(("os", None))
+        if not script.functions:
             self._after_imports(under(gate, [code]))
+            return
+        for function in self._functions(script.functions):  # where its process starts
+            block = self.script.block(function, "body")
+            if block is None or block.suite or not block.body:
+                continue
+            anchor = after_imports_in(self.script, block)  # (after its docstring, imports)
+            if anchor is not None:
+                self.plan.insert_after(anchor, [under(gate, [code])])
+            else:
+                self.plan.insert_before(block.body[0], [under(gate, [code])])
+
+    def _functions(self, names: Sequence[str]) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+        return [
+            node
+            for node in ast.walk(self.script.module)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in names
+        ]
 
     # -- reads of the flag ----------------------------------------------------------------------
 
@@ -1020,8 +1118,13 @@ def under(condition: Expression, body: list[str]) -> str:
 
 def after_imports(script: TrainingScript) -> Statement | None:
     """The last statement of the module's leading docstring and import lines."""
+    return after_imports_in(script, script.top)
+
+
+def after_imports_in(script: TrainingScript, block: Block) -> Statement | None:
+    """The last statement of a block's leading docstring and import lines."""
     last = None
-    for index, statement in enumerate(script.top.body):
+    for index, statement in enumerate(block.body):
         if not isinstance(statement, Line):
             break
         first = statement.body[0]

@@ -55,7 +55,7 @@ def rewrite_python(
     analysis = env_analysis(module, source, catalogue, RECIPE_VARIABLES, scopes)
     lines = SourceLines(source)
     pairs = kept_for_children(
-        reported(path, source, analysis, lines.span, catalogue, enabled, scopes),
+        reported(path, source, analysis, lines.span, catalogue, enabled, scopes, context),
         context,
         analysis.children,
     )

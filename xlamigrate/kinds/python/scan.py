@@ -104,7 +104,7 @@ def _scan_on_ast(
     also = RECIPE_VARIABLES if planned else ()
     analysis = env_analysis(module, source, catalogue, also, scopes)
     lines = SourceLines(source)
-    pairs = reported(path, source, analysis, lines.span, catalogue, enabled, scopes)
+    pairs = reported(path, source, analysis, lines.span, catalogue, enabled, scopes, context)
     script: TrainingScript | None = None
     recipe = context.reads_against
     reads = {
@@ -266,20 +266,23 @@ def reported(
     catalogue: Catalogue,
     enabled: frozenset[str],
     scopes: Scopes | None = None,
+    context: FileContext = STANDALONE,
 ) -> Pairs:
     """The findings the user asked for: selected codes, not suppressed by a comment (with
-    `scopes`, a flag written into a launch API's environment says where it goes)."""
-    pairs = [
-        (item, finding)
-        for item, finding in classified(path, analysis, span, catalogue)
-        if finding.code in enabled
-    ]
-    if not pairs:
-        return pairs
+    `scopes`, a flag written into a launch API's environment says where it goes, and, where
+    the project decided on that write, what becomes of it)."""
+    pairs = list(classified(path, analysis, span, catalogue))
     if scopes is not None and analysis.mentions:
         from xlamigrate.kinds.python.launchcalls import launched
 
         pairs = launched(pairs, scopes)
+        if context.writes:  # (an XM301 the project decided on is the flag's write rule's)
+            from xlamigrate.kinds.python.launchapis import decided
+
+            pairs = decided(path, SourceLines(source), scopes, pairs, catalogue, context)
+    pairs = [(item, finding) for item, finding in pairs if finding.code in enabled]
+    if not pairs:
+        return pairs
     if not _commented(SourceLines(source), [finding for _, finding in pairs]):
         return pairs  # no comment on a finding's line: nothing suppresses it (no tokenizing)
     table = parse_suppressions(_comments(source))
