@@ -45,6 +45,8 @@ RUNNABLE: dict[str, tuple[str, ...]] = {
     "fp32_inside_forward": (),  # fp32 made in forward reaches a bf16 Conv and Linear (hazard 7)
     "adagrad_embedding_classifier": (),  # Adagrad makes its state when it is built
     "xmp_spawn_train_loop": (),  # xmp.spawn -> _mp_fn -> train_loop_fn; GELU + MSE on fp32 targets
+    "main_guard_spawn": (),  # the same, the flag set under `if __name__ == "__main__":`
+    "frozen_backbone_ema": (),  # optimizer on the head, backbone added later, an EMA copy
     "argparse_gated_flag": ("--bf16",),
 }
 GATED = "argparse_gated_flag"  # sets the flag only with --bf16; the rewrite must keep the gate
@@ -84,6 +86,8 @@ BROKEN_STEP = {
     "fp32_inside_forward": "optimizer.step()",
     "adagrad_embedding_classifier": "optimizer.step()",
     "xmp_spawn_train_loop": "xm.optimizer_step(optimizer)",
+    "main_guard_spawn": "xm.optimizer_step(optimizer)",
+    "frozen_backbone_ema": "optimizer.step()",
 }
 
 T = TypeVar("T")

@@ -292,7 +292,7 @@ class Planner:
         if self.gate is not None:
             return self.gate
         if recipe.in_file:
-            return self._signal_beside_the_writes(recipe)
+            return self._signal_beside_the_writes(recipe.signal or self.request.signal)
         name = recipe.signal or self.request.signal
         here = posixpath.dirname(self.path)  # the launchers as seen from this script's folder
         launchers = [posixpath.relpath(launcher, here or ".") for launcher in recipe.launchers]
@@ -338,11 +338,13 @@ class Planner:
         self.gate = Expression(f"{name}()")
         return self.gate
 
-    def _signal_beside_the_writes(self, recipe: ScriptRecipe) -> Expression:
-        """In a file that turned the flag on itself, its reads of the flag read the signal,
-        written where the flag was (under the write's own value condition): read when and where
-        the flag was read, it is set exactly where and from when the flag was."""
-        name = recipe.signal or self.request.signal
+    def _signal_beside_the_writes(self, name: str) -> Expression:
+        """In a file that turned the flag on itself, its reads of the flag (and the recipe where
+        the writes' own condition would not hold) read the signal, written where the flag was
+        (under the write's own value condition): read when and where the flag was read, it is
+        set exactly where and from when the flag was."""
+        if self.gate is not None:
+            return self.gate
         for enabling in self.enabling:
             access = enabling.access
             if access is None:
@@ -622,6 +624,11 @@ class Planner:
         conditions = [e.condition for e in self.enabling]
         if any(c.full is None for c in conditions):
             return True, None
+        if self._in_function(at) and any(_names_the_module(c.full) for c in conditions):
+            # `if __name__ == "__main__":` is false in the workers `xmp.spawn` starts (they
+            # import the file as `__mp_main__`), which inherit the environment: the signal
+            # written beside the flag's writes says it there
+            return True, self._signal_beside_the_writes(self.context.signal)
         expressions = []
         for condition in conditions:
             assert condition.full is not None
@@ -637,6 +644,12 @@ class Planner:
             return True, combined[0]
         # `if X:` and its `else:` both enabled it: always on; `(A and B) or (A and not B)`: A
         return True, disjunction([c.tests or (c.full,) for c in conditions if c.full is not None])
+
+    def _in_function(self, node: Node) -> bool:
+        return any(
+            isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            for a in self.script.ancestors(node)
+        )
 
     @functools.cached_property
     def _test_functions_setting_the_flag(self) -> frozenset[ast.AST] | None:
@@ -664,10 +677,16 @@ class Planner:
         script = self.script
         sites = [s for s in script.optimizer_sites() if self._in_scope(s.statement)]
         targets: list[tuple[Line, ast.expr, bool]] = [
-            (site.statement, site.model, True)
+            (site.statement, model, True)
             for site in sites
-            if self._nameable(site.model, site.statement)
+            if self._nameable(
+                model := script.root_module(site.model, site.statement), site.statement
+            )
         ]
+        for statement, model, _ in list(targets):  # its copies made before the cast
+            for copied, copy in script.copies_of(model, statement):
+                if self._in_scope(copied):
+                    targets.append((copied, copy, False))
         if not targets:  # the model handed to a framework's trainer, cast before it
             for statement, model, owner, call in script.owner_models():
                 if not self._in_scope(statement) or not self._nameable(model, statement):
@@ -932,7 +951,10 @@ class Planner:
     def _autocast_regions(self) -> None:
         script = self.script
         self.plan.imports.add(("torch", None))
-        models = [script.code(site.model) for site in script.optimizer_sites()]
+        models = [
+            script.code(script.root_module(site.model, site.statement))
+            for site in script.optimizer_sites()
+        ]
         backwards = [b for b in script.backward_statements() if self._in_scope(b[0])]
         steps = [s for s in script.train_step_statements() if self._in_scope(s)]
         if not backwards and steps:  # the framework runs forward and backward in one call
@@ -1114,6 +1136,15 @@ def under(condition: Expression, body: list[str]) -> str:
     """`if <condition>:` with `body` (statements' code) indented under it."""
     lines = [line for code in body for line in code.splitlines(keepends=True)]
     return f"if {condition.code}:\n" + "".join(f"    {line}" for line in lines)
+
+
+def _names_the_module(condition: Expression | None) -> bool:
+    """Whether the condition reads `__name__` (what a spawned worker sees differently)."""
+    return condition is not None and any(
+        isinstance(node, ast.Name) and node.id == "__name__"
+        for part in condition.parts
+        for node in ast.walk(part)
+    )
 
 
 def after_imports(script: TrainingScript) -> Statement | None:

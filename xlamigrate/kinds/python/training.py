@@ -92,6 +92,13 @@ class OptimizerSite:
     model: ast.expr
 
 
+# Calls that copy a model (an EMA, a teacher snapshot): under the flag the copy was bf16 too.
+_COPIES = frozenset(
+    {"copy.deepcopy", "torch.optim.swa_utils.AveragedModel", "timm.utils.ModelEmaV2",
+     "timm.utils.ModelEmaV3", "timm.utils.model_ema.ModelEmaV2"}
+)  # fmt: skip
+
+
 @dataclass(frozen=True, eq=False)
 class ForwardRegion:
     """Consecutive statements of one block: from the model call through the loss computation."""
@@ -375,6 +382,84 @@ class TrainingScript:
             if model is not None and isinstance(statement, Line):
                 sites.append(OptimizerSite(call, statement, model))
         return sites
+
+    def root_module(self, model: ast.expr, at: Node) -> ast.expr:
+        """The module the forward pass calls that holds `model` (`model = Sequential(backbone,
+        head)` for an optimizer on `head.parameters()`: the flag made the whole of it bf16),
+        built from it before `at` in the same function; `model` itself where none is."""
+        function = self.enclosing_function(at)
+        body = function if function is not None else self.module
+        called = {
+            call.func.id
+            for call in self._calls
+            if isinstance(call.func, ast.Name) and self.enclosing_function(call) is function
+        }
+        line = getattr(at, "lineno", None) or self.span(at).line
+        chain: list[ast.Name] = []  # head -> model -> (a copy of it: ema = deepcopy(model))
+        current = model
+        while isinstance(current, ast.Name) and current.id not in {n.id for n in chain}:
+            chain.append(current)
+            holder = self._holder_of(current.id, body, function, line)
+            if holder is None:
+                break
+            current = holder
+        return next((name for name in reversed(chain[1:]) if name.id in called), model)
+
+    def copies_of(self, model: ast.expr, before: Node) -> list[tuple[Line, ast.Name]]:
+        """The copies of `model` made before `before` in the same function (`ema =
+        copy.deepcopy(model)`, `AveragedModel(model)`): the flag stored them bf16 too."""
+        if not isinstance(model, ast.Name):
+            return []
+        function = self.enclosing_function(before)
+        line = getattr(before, "lineno", None) or self.span(before).line
+        found = []
+        for call in self._calls:
+            if self.enclosing_function(call) is not function or call.lineno >= line:
+                continue
+            if not self.qualified_names(call.func) & _COPIES or not call.args:
+                continue
+            first = call.args[0]
+            if not isinstance(first, ast.Name) or first.id != model.id:
+                continue
+            statement = self.statement_of(call)
+            if not isinstance(statement, Line):
+                continue
+            assign = statement.body[0]
+            if (
+                isinstance(assign, ast.Assign)
+                and len(assign.targets) == 1
+                and isinstance(assign.targets[0], ast.Name)
+                and assign.value is call
+            ):
+                found.append((statement, assign.targets[0]))
+        return found
+
+    def _holder_of(
+        self, name: str, body: ast.AST, function: ast.AST | None, line: int
+    ) -> ast.Name | None:
+        """The name bound, before `line`, to a module built with `name` among its arguments
+        (`Sequential(backbone, name)`, `Wrapper(encoder=name).to(device)`)."""
+        for node in ast.walk(body):
+            if not isinstance(node, ast.Assign) or node.lineno >= line:
+                continue
+            if self.enclosing_function(node) is not function or len(node.targets) != 1:
+                continue
+            target = node.targets[0]
+            if not isinstance(target, ast.Name) or target.id == name:
+                continue
+            value = node.value
+            while (  # `Sequential(...).to(device)`
+                isinstance(value, ast.Call)
+                and isinstance(value.func, ast.Attribute)
+                and value.func.attr in ("to", "cuda", "cpu")
+            ):
+                value = value.func.value
+            if not isinstance(value, ast.Call):
+                continue
+            arguments = [*value.args, *(k.value for k in value.keywords)]
+            if any(isinstance(a, ast.Name) and a.id == name for a in arguments):
+                return target
+        return None
 
     def _is_optimizer_class(self, func: ast.expr) -> bool:
         names = self.qualified_names(func)
