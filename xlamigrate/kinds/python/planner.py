@@ -997,6 +997,48 @@ class Planner:
                 )
                 continue
             self._autocast_around(region.statements, f"before {loss}.backward()")
+        copies = [
+            script.code(copy)
+            for site in script.optimizer_sites()
+            for _, copy in script.copies_of(
+                script.root_module(site.model, site.statement), site.statement
+            )
+        ]
+        self._other_forwards_under_autocast([*models, *copies])
+
+    def _other_forwards_under_autocast(self, models: Sequence[str]) -> None:
+        """The model's other forwards (an evaluation under `no_grad`, a test loop) ran bf16 under
+        the flag too: each goes under autocast where the recipe applies, or is reported."""
+        script = self.script
+        names = {name for name in models if name.isidentifier()}
+        if not names:
+            return
+        for call in script.calls():
+            func = call.func
+            if not isinstance(func, ast.Name) or func.id not in names or not self._in_scope(call):
+                continue
+            if script.in_autocast(call) or self._wrapped(call):
+                continue
+            line = script.statement_of(call)
+            if isinstance(line, Line) and len(line.body) == 1:
+                self._autocast_around((line,), f"`{script.code(call)}`")
+            else:
+                subject = f"the forward pass `{script.code(call)}`"
+                self.remaining.append(self._manual("XM402", self._span(call), subject))
+
+    def _wrapped(self, node: Node) -> bool:
+        """Whether the plan already puts `node` under autocast (in a planned `with`)."""
+        statement = self.script.statement_of(node)
+        ancestors = {id(a) for a in self.script.ancestors(node)}
+        for first, last, _ in self.plan.wraps:
+            block = self.script.block_of(first)
+            if block is None:
+                continue
+            start, end = block.body.index(first), block.body.index(last)
+            for inside in block.body[start : end + 1]:
+                if inside is statement or id(inside) in ancestors:
+                    return True
+        return False
 
     def _autocast_around(self, statements: Sequence[Statement], where: str) -> None:
         """The statements under autocast where the recipe applies: in a `with` of their own,
