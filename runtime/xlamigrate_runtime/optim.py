@@ -4,7 +4,9 @@ stochastic rounding.
 Both wrap any `torch.optim.Optimizer` (the *inner* optimizer) built on the model's bf16
 parameters. The wrapper is itself an Optimizer whose `param_groups` hold those bf16 parameters,
 so LR schedulers, `clip_grad_norm_` and `xm.optimizer_step` (which all-reduces the `.grad` of
-the params in `param_groups`) work unchanged. The inner optimizer steps fp32 stand-ins:
+the params in `param_groups`) work unchanged, and whose `state` is the inner optimizer's, keyed
+by those parameters (`state[p]["exp_avg_sq"]`: params_state.py). The inner optimizer steps fp32
+stand-ins:
 
 * `FP32ParamsCopy` keeps a persistent fp32 master copy of every bf16 parameter (Neuron's
   "AdamW_FP32ParamsCopy" recipe, without the published sample's defects: parameters stay bf16
@@ -19,7 +21,7 @@ the params in `param_groups`) work unchanged. The inner optimizer steps fp32 sta
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -27,6 +29,7 @@ import torch
 from torch.optim import Optimizer
 
 from xlamigrate_runtime.optimizer_facts import STATES_BUILT_AT_CONSTRUCTION, UNWRAPPABLE
+from xlamigrate_runtime.params_state import ParamsState
 from xlamigrate_runtime.rounding import copy_all_stochastically_rounded_, is_bf16_rounding_of
 
 MASTERS_KEY = "fp32_master_params"
@@ -78,17 +81,22 @@ class _FP32UpdateOptimizer(Optimizer):
         self.keep_fp32_grads = keep_fp32_grads
         # param -> its fp32 gradient buffer, reused every step where grads are kept
         self._kept_grads: dict[torch.Tensor, torch.Tensor] = {}
+        # model param -> the key of its inner state between steps, and back (`state`)
+        self._stand_ins: dict[torch.Tensor, torch.Tensor] = {}
+        self._params_of: dict[torch.Tensor, torch.Tensor] = {}
+        self._params_state = ParamsState(self, self._stand_ins, self._params_of)
         self._attached = False  # Optimizer.__init__ calls add_param_group for our own groups
         groups = [dict(group) for group in optimizer.param_groups]
         super().__init__(groups, dict(optimizer.defaults))
         self._attached = True
         for index, group in enumerate(self.param_groups):
-            self._attach_group(index, group["params"])
+            self._attach(index, group["params"])
 
     # -- what each wrapper decides ---------------------------------------------------------
 
     def _attach_group(self, index: int, params: list[torch.Tensor]) -> None:
-        """Prepares the inner optimizer's group `index` for the given model parameters."""
+        """Prepares the inner optimizer's group `index` for the given model parameters: its
+        params are what the inner optimizer keys their state by between steps."""
         raise NotImplementedError
 
     @contextmanager
@@ -101,14 +109,49 @@ class _FP32UpdateOptimizer(Optimizer):
     def _after_write(self, pairs: list[_Pair]) -> None:
         """Called after the updated values were written into the model parameters."""
 
+    def _attach(self, index: int, params: list[torch.Tensor]) -> None:
+        self._attach_group(index, params)
+        stand_ins = self.optimizer.param_groups[index]["params"]
+        for param, stand_in in zip(params, stand_ins, strict=True):
+            self._stand_ins[param] = stand_in
+            self._params_of[stand_in] = param
+
     # -- Optimizer API ---------------------------------------------------------------------
+
+    @property  # type: ignore[override]  # (Optimizer's is a defaultdict: any key makes a state)
+    def state(self) -> ParamsState:
+        """The inner optimizer's per-parameter state, keyed by the model's parameters:
+        `optimizer.state[p]["exp_avg_sq"]` for a `p` of `model.parameters()` is the moment the
+        inner optimizer keeps for `p` (in fp32), and writes to it are the inner optimizer's.
+        Keys it does not know raise a KeyError saying what it is keyed by (see ParamsState)."""
+        return self._params_state
+
+    @state.setter
+    def state(self, value: Mapping[Any, Any]) -> None:
+        """`optimizer.state = defaultdict(dict)` (a reset) replaces the inner optimizer's
+        per-parameter state with `value`'s. (Optimizer.__init__'s own empty one is ignored:
+        the inner optimizer's state is the state.)"""
+        if not self.__dict__.get("_attached") or value is self._params_state:
+            return
+        entries = list(value.items())
+        self._params_state.clear()
+        self._params_state.update(entries)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """All of it (pickle, deepcopy): Optimizer's own keeps only defaults, state and
+        param_groups, which would lose the inner optimizer and the masters."""
+        return dict(self.__dict__)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # Optimizer.load_state_dict sets its own state through here: ours is the property's.
+        super().__setstate__({key: value for key, value in state.items() if key != "state"})
 
     def add_param_group(self, param_group: dict[str, Any]) -> None:
         super().add_param_group(param_group)
         if self._attached:
             group = self.param_groups[-1]
             self.optimizer.add_param_group({**_hyperparameters(group), "params": []})
-            self._attach_group(len(self.param_groups) - 1, group["params"])
+            self._attach(len(self.param_groups) - 1, group["params"])
 
     @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> float | None:  # type: ignore[override]
