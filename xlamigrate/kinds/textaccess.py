@@ -75,6 +75,9 @@ class TextAccess:
     auto_cast_none: tuple[TextEdit, ...] | None = None
     # The conditional arms around the write (see `Branch`): () at the file's top level.
     branch: Branch = ()
+    # The shell variable a write copies (`XLA_USE_BF16=$USE_BF16`): its value is that variable's,
+    # `value` its literal assignments where the file makes them all.
+    value_from: str | None = None
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from xlamigrate.kinds.textaccess import (
 )
 from xlamigrate.model import FileError, FileResult, Finding, RewriteOutcome
 from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING, merge_auto_cast_none
-from xlamigrate.project.launchers import is_enabling
+from xlamigrate.project.launchers import copies_a_switch, is_enabling
 from xlamigrate.request import STANDALONE, FileContext, RewriteRequest
 from xlamigrate.suppression import finding_suppressed, parse_suppressions
 from xlamigrate.xlavariables import variable_findings, variable_names
@@ -113,7 +113,7 @@ def _reported(
     context: FileContext | None = None,
 ) -> list[tuple[TextAccess | TextMention, Finding]]:
     index = LineIndex(text)
-    accesses = analysis.accesses
+    accesses = tuple(_kept_if_it_may_enable(a) for a in analysis.accesses)
     if context is not None:
         accesses = tuple(with_decision(a, context) for a in accesses)
     pairs: list[tuple[TextAccess | TextMention, Finding]] = [
@@ -141,6 +141,29 @@ def _reported(
     return [
         (access, finding) for access, finding in pairs if not finding_suppressed(finding, table)
     ]
+
+
+def _kept_if_it_may_enable(access: TextAccess) -> TextAccess:
+    """A write of a legacy flag whose value may turn it on, yet is not known well enough to
+    migrate (`XLA_USE_BF16=$X`, X set elsewhere): removing it would drop the flag with no recipe
+    in its place (--unsafe-fixes included), so it stays, manual."""
+    value = access.value
+    if (
+        access.kind != "write"
+        or access.variable not in RECIPE_FLAGS
+        or value is None
+        or value.enabled is not None
+        or is_enabling(access)
+        or access.applicability == "manual"
+    ):
+        return access
+    note = (
+        f"{access.note}; its value is not known here, so the rewrite cannot tell where the"
+        " recipe belongs: write it as a literal, or copy a variable this file sets to 0 or 1"
+        " (`USE_BF16=0` and a switch that sets 1), or put the recipe in the script by hand;"
+        " removing it alone would train in FP32"
+    )
+    return replace(access, note=note, applicability="manual")
 
 
 def with_decision(access: TextAccess, context: FileContext) -> TextAccess:
@@ -292,7 +315,11 @@ class _TextPlan:
                 self.remaining.append(_manual(self.catalogue, finding))
                 return
             self.unconditional = self.unconditional or decision.signal is None
-            if replacement is not None:
+            if copies_a_switch(access) and decision.signal is not None:  # the value stays
+                replacement = None
+                edit = TextEdit(access.start, access.start + len(access.variable), decision.signal)
+                self.replaced.append(access)
+            elif replacement is not None:
                 assert access.assignment is not None
                 edit = TextEdit(*access.assignment, replacement)
                 self.fallbacks[edit] = access.removal

@@ -109,6 +109,7 @@ def _recipe(
     unconditional = (
         not inputs.named_elsewhere(script, paths)
         and not any(launcher.kind in _SIGNAL_ONLY_KINDS for launcher, _ in reached)
+        and all(write.constant for _, write in reached)
         and all(
             _covered(site, launcher, reached)
             for launcher in launchers

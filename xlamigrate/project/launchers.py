@@ -14,23 +14,42 @@ _WITH_LAUNCH_LISTS = ("shell", "python")
 
 
 def is_enabling(access: TextAccess) -> bool:
-    """A write that turns a recipe flag on, with a value known statically, in a construct the
-    rewrite can edit (a string another program reads, a SLURM list, stays manual)."""
+    """A write that turns a recipe flag on, with a value known statically (or a copy of a shell
+    switch the text sets to "0" or "1" only), in a construct the rewrite can edit (a string
+    another program reads, a SLURM list, stays manual)."""
     return (
         access.kind == "write"
         and access.variable in RECIPE_FLAGS
         and access.value is not None
-        and access.value.enabled is True
+        and (access.value.enabled is True or copies_a_switch(access))
         and access.assignment is not None
         and access.applicability != "manual"
         and access.target == "process"
     )
 
 
+def copies_a_switch(access: TextAccess) -> bool:
+    """`XLA_USE_BF16=$USE_BF16` where the text sets USE_BF16 to "0" or "1" only (a default and
+    a getopts/case arm): the signal can copy the same variable (`BF16_RECIPE=$USE_BF16`)."""
+    candidates = access.value.candidates if access.value is not None else None
+    return (
+        access.value_from is not None
+        and candidates is not None
+        and set(candidates) <= {"0", "1"}
+        and "1" in candidates
+    )
+
+
 def launcher_of(path: str, kind: str, text: str, analysis: TextAnalysis) -> Launcher:
     writes = tuple(
         EnablingWrite(
-            path, a.start, a.variable, a.branch, a.launched, text.count("\n", 0, a.start) + 1
+            path,
+            a.start,
+            a.variable,
+            a.branch,
+            a.launched,
+            text.count("\n", 0, a.start) + 1,
+            constant=not copies_a_switch(a),
         )
         for a in analysis.accesses
         if is_enabling(a)

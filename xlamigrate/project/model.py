@@ -18,6 +18,7 @@ class EnablingWrite:
     branch: Branch
     launched: tuple[str, ...]  # the scripts it reaches, as written
     line: int = 0  # 1-based, for messages
+    constant: bool = True  # False: it copies a shell switch ("0" or "1"): the signal copies it
 
 
 @dataclass(frozen=True)

@@ -154,6 +154,8 @@ class _Analyser:
     seen: set[tuple[int, int]] = field(default_factory=set)  # nested scripts already queued
     every_script: bool = False  # read scripts that name no flag too (for their launches)
     later: tuple[str, ...] = ()  # scripts launched after the text, in the same shell
+    # every shell variable's assignments in the text: (literal value or None, arms around it)
+    assigned: dict[str, list[tuple[str | None, Branch]]] = field(default_factory=dict)
 
     def script(self, script: _Script, sbatch: bool = False) -> None:
         """Analyses a script, then the scripts found inside it (here-documents, strings)."""
@@ -202,6 +204,8 @@ class _Analyser:
                 candidates = [c for v in known if v and v.candidates for c in v.candidates]
                 complete = known and all(v and v.candidates for v in known)
                 access = replace(access, value=FlagValue(tuple(candidates) if complete else None))
+            if access.value_from is not None and access.value and access.value.candidates is None:
+                access = replace(access, value=self.copied_value(access.value_from))
             if access.kind == "write" and access.form in _SESSION_FORMS and not access.launched:
                 access = replace(access, launched=self.launched_after(pending))
             out.append(access)
@@ -213,6 +217,16 @@ class _Analyser:
             tuple(launch for _, _, launch, _ in self.launches),
             tuple(site for _, _, _, site in self.launches if site is not None),
         )
+
+    def copied_value(self, name: str) -> FlagValue:
+        """The values a shell variable may hold where the text sets it: its literal assignments,
+        where one is unconditional (a default before a switch) and every one is a literal;
+        else unknown (it may come from the environment)."""
+        assigned = self.assigned.get(name, [])
+        values = [value for value, _ in assigned]
+        if not assigned or None in values or all(branch for _, branch in assigned):
+            return FlagValue(None)
+        return FlagValue(tuple(dict.fromkeys(v for v in values if v is not None)))
 
     def launched_after(self, pending: _Pending) -> tuple[str, ...]:
         """The scripts launched after a session write, in the same script, in an arm that can

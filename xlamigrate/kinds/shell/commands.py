@@ -28,6 +28,9 @@ NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 ASSIGNMENT = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?P<append>\+?)=")
 _ERROR_NOTE = " (next to a syntax error on line {line}: edit it by hand)"
 
+# A value that copies one shell variable: `$USE_BF16`, `${USE_BF16}`, `"$USE_BF16"`.
+_COPIED = re.compile(r'(?P<q>"?)\$(?P<b>\{)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?(b)\})(?P=q)')
+
 
 @dataclass(frozen=True)
 class Word:
@@ -115,6 +118,10 @@ class Command:
             return
         raw_value = raw[match.end() :]
         value = None if match.group("append") or raw_value.startswith("(") else literal(raw_value)
+        if form in ("assignment", "export", "declare"):  # what the shell variable may hold
+            assigned = self.reader.analyser.assigned.setdefault(match.group("name"), [])
+            assigned.append((value, self.reader.branch))
+        copied = _COPIED.fullmatch(raw_value) if not match.group("append") else None
         start = word.start + name_offset
         note, applicability = self.note_and_applicability(start)
         source = self.reader.source
@@ -146,6 +153,7 @@ class Command:
                 note=note,
                 applicability=applicability,
                 auto_cast_none=auto_cast,
+                value_from=copied.group("name") if copied else None,
             ),
             self.reader.script.id,
             start,
