@@ -71,6 +71,7 @@ RUNTIME = "xlamigrate_runtime"
 _AUTOCAST = 'torch.autocast(dtype=torch.bfloat16, device_type="xla")'
 _GATE_FUNCTION = "bf16_recipe"  # "the recipe is on", where read in a launched function
 RECIPE_PROBLEMS = ("XM401", "XM402", "XM403", "XM406", "XM408", "XM410")
+LATE_WRITE = "XM411"  # a flag turned on after the device started: it never took effect
 _BARE_PARENTS = (ast.If, ast.While, ast.IfExp, ast.Assert, ast.Assign, ast.Return)
 
 
@@ -149,6 +150,8 @@ class Planner:
             if not isinstance(item, EnvAccess) or not allowed or item.kind == "read":
                 self.remaining.append(finding)
                 continue
+            if self._after_the_device_started(item):
+                continue
             if not self._remove(item, update_calls):
                 self.remaining.append(self._manual("XM404", finding.span, finding.message))
                 continue
@@ -204,6 +207,21 @@ class Planner:
                 scope = self.script.scopes.opened.get(id(ancestor))
                 return scope is not None and name in scope.bindings
         return False
+
+    def _after_the_device_started(self, access: EnvAccess) -> bool:
+        """An enabling write after a tensor went to the device never took effect (torch-xla had
+        read the flags): it stays, reported (XM411), and brings no recipe."""
+        if access.kind != "write" or access.variable not in RECIPE_FLAGS:
+            return False
+        if access.value is not None and access.value.enabled is False:
+            return False
+        transfer = self.script.device_used_before(access.node)
+        if transfer is None:
+            return False
+        line = self._span(transfer).line
+        subject = f"{access.variable} set after line {line} (`{self.script.code(transfer)}`)"
+        self.remaining.append(self._manual(LATE_WRITE, self._span(access.node), subject))
+        return True
 
     def _launch_key_renamed(self, mention: FlagMention) -> bool:
         """A flag written into a launch API's environment (`environment={"XLA_USE_BF16": "1"}`)

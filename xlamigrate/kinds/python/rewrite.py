@@ -18,7 +18,7 @@ from xlamigrate.kinds.python.plan import Plan
 from xlamigrate.kinds.python.planner import (
     RECIPE_PROBLEMS as RECIPE_PROBLEMS,
 )
-from xlamigrate.kinds.python.planner import Planner, after_imports, kept_enabling
+from xlamigrate.kinds.python.planner import LATE_WRITE, Planner, after_imports, kept_enabling
 from xlamigrate.kinds.python.scan import (
     Pairs,
     api_pairs,
@@ -231,12 +231,14 @@ def kept_for_recipe(
     planner.make_plan(pairs)
     if planner.blocked_in_file():
         return kept_enabling(pairs, planner)
-    # its reads, as the rewrite resolves them against the file's own configurations
+    # its reads, as the rewrite resolves them against the file's own configurations; a write
+    # that came after the device started, as the rewrite reports it (XM411)
     worded = {(f.span, f.code): f for f in (*planner.fixed, *planner.remaining)}
+    late = {f.span: f for f in planner.remaining if f.code == LATE_WRITE}
     return [
         (item, worded.get((f.span, f.code), f))
         if isinstance(item, EnvAccess) and item.kind == "read"
-        else (item, f)
+        else (item, late.get(f.span, f))
         for item, f in pairs
     ]
 

@@ -92,6 +92,11 @@ class OptimizerSite:
     model: ast.expr
 
 
+# What returns the XLA device.
+_DEVICE_CALLS = frozenset(
+    {"torch_xla.device", "torch_xla.core.xla_model.xla_device", "torch_xla.runtime.xla_device"}
+)
+
 # Calls that copy a model (an EMA, a teacher snapshot): under the flag the copy was bf16 too.
 _COPIES = frozenset(
     {"copy.deepcopy", "torch.optim.swa_utils.AveragedModel", "timm.utils.ModelEmaV2",
@@ -382,6 +387,55 @@ class TrainingScript:
             if model is not None and isinstance(statement, Line):
                 sites.append(OptimizerSite(call, statement, model))
         return sites
+
+    def device_used_before(self, node: Node) -> ast.Call | None:
+        """The call that moved a tensor or model to the XLA device earlier than `node` on every
+        path to it (a statement before it in its block, or before a block around it, within its
+        function): torch-xla had read the legacy flags by then. None where there is none."""
+        devices = self._device_names()
+        statement = self.statement_of(node)
+        current: Node | None = statement
+        while current is not None and not isinstance(current, FUNCTIONS):
+            block = self.block_of(current) if isinstance(current, (Line, ast.stmt)) else None
+            if block is not None and isinstance(current, (Line, ast.stmt)):
+                for earlier in block.body[: block.body.index(current)]:
+                    found = self._device_transfer(earlier, devices)
+                    if found is not None:
+                        return found
+            current = self.parent(current)
+        return None
+
+    def _device_names(self) -> frozenset[str]:
+        """Names bound to the XLA device (`device = torch_xla.device()`)."""
+        names = set()
+        for node in ast.walk(self.module):
+            if (
+                isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.Call)
+                and self.qualified_names(node.value.func) & _DEVICE_CALLS
+            ):
+                names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        return frozenset(names)
+
+    def _device_transfer(self, statement: Statement, devices: frozenset[str]) -> ast.Call | None:
+        """A call in the statement that puts a tensor on the device: `x.to(device)`,
+        `.to("xla")`, `torch.zeros(..., device=device)`."""
+        nodes = statement.body if isinstance(statement, Line) else [statement]
+        for top in nodes:
+            if isinstance(top, (*FUNCTIONS, ast.ClassDef)):
+                continue  # (a definition runs nothing yet)
+            for call in ast.walk(top):
+                if not isinstance(call, ast.Call):
+                    continue
+                targets = [k.value for k in call.keywords if k.arg == "device"]
+                if isinstance(call.func, ast.Attribute) and call.func.attr == "to" and call.args:
+                    targets.append(call.args[0])
+                for target in targets:
+                    if (isinstance(target, ast.Name) and target.id in devices) or (
+                        isinstance(target, ast.Constant) and target.value == "xla"
+                    ):
+                        return call
+        return None
 
     def root_module(self, model: ast.expr, at: Node) -> ast.expr:
         """The module the forward pass calls that holds `model` (`model = Sequential(backbone,
