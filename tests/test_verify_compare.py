@@ -15,9 +15,11 @@ from xlamigrate.verify.compare import (
     DIVERGENT,
     EQUIVALENT,
     FAILED,
+    NOT_VERIFIED,
     RTOL,
     TRAINS,
     compare,
+    not_verified,
     reference_problem,
     relative_gaps,
     smooth,
@@ -463,3 +465,158 @@ def test_a_configuration_without_the_flag_must_launch_as_before() -> None:
         "the migrated launcher starts `torchrun --nproc_per_node=2 train.py --bf16` where the"
         " original started `torchrun --nproc_per_node=2 train.py`"
     )
+
+
+# -- the census: the whole device, not the optimizer (issue 33) -----------------------------------
+
+
+def entry(name: str, element_type: str, kind: str = "parameter") -> dict[str, object]:
+    return {"name": name, "group": name.split(".")[0], "kind": kind, "type": element_type,
+            "elements": 8}  # fmt: skip
+
+
+def device(*entries: dict[str, object], dots: dict[str, int] | None = None) -> dict[str, object]:
+    """A run's census as the recorder writes it (census.take)."""
+    graph = {"ops": {}, "dot": dots or {"bf16": 2}, "convolution": {}}
+    return {"tensors": list(entries), "graph": graph, "step": 3, "seconds": 0.003}
+
+
+LEGACY_DEVICE = device(
+    entry("model.0.weight", "bf16"), entry("model.1.weight", "bf16"),
+    entry("model.1.weight.grad", "bf16", "grad"), entry("ema.0.weight", "bf16"),
+    entry("ema.1.weight", "bf16"), entry("running", "bf16", "buffer"),
+    entry("optimizer.state[model.1.weight].exp_avg", "bf16", "state"),
+    entry("inputs", "bf16", "tensor"),
+)  # fmt: skip
+
+
+def with_census(run: RunResult, *changes: tuple[str, str], dots: dict[str, int] | None = None,
+                extra: tuple[dict[str, object], ...] = ()) -> RunResult:  # fmt: skip
+    """`run` holding what the legacy run held, but for `changes` (name, element type)."""
+    changed = dict(changes)
+    tensors = [{**e, "type": changed.get(str(e["name"]), e["type"])}
+               for e in LEGACY_DEVICE["tensors"]]  # type: ignore[attr-defined]  # fmt: skip
+    return replace(run, census=device(*tensors, *extra, dots=dots))
+
+
+CENSUS_ORIGINAL = replace(ORIGINAL_RUN, census=LEGACY_DEVICE)
+
+
+def test_a_module_the_optimizer_does_not_hold_left_fp32_is_divergent_and_named() -> None:
+    rewrite = with_census(run_result(), ("ema.0.weight", "f32"), ("ema.1.weight", "f32"))
+    result = compare(CENSUS_ORIGINAL, rewrite, MODES["full-bf16"], legacy_on=True)
+    assert result.verdict == DIVERGENT
+    assert result.reason.startswith(
+        "2 tensors the legacy run stored in bf16 are f32 in the rewrite: ema (2 tensors: "
+        "ema.0.weight, ema.1.weight); the flag changed every tensor on the device"
+    )
+    assert [check.name for check in result.checks][-1] == "census"
+    assert result.max_gap is not None  # the losses were still compared, for the table
+
+
+def test_the_missed_tensors_are_grouped_under_their_module() -> None:
+    """model.0 is wholly missed; model.1 is not, so model.0's own path names the group."""
+    rewrite = with_census(run_result(), ("model.0.weight", "f32"), ("running", "f32"))
+    result = compare(CENSUS_ORIGINAL, rewrite, MODES["full-bf16"], legacy_on=True)
+    assert "model.0 (1 tensor: model.0.weight); running (1 tensor: running)" in result.reason
+
+
+def test_a_census_as_the_legacy_run_stored_it_passes() -> None:
+    result = compare(CENSUS_ORIGINAL, with_census(run_result()), MODES["full-bf16"], True)
+    assert result.verdict == EQUIVALENT
+    check = next(check for check in result.checks if check.name == "census")
+    assert check.passed and check.detail == "8 tensors on the device as the legacy run stored them"
+
+
+def test_inputs_and_optimizer_state_may_stay_f32_but_never_become_f64() -> None:
+    """The recipes keep inputs fp32 until the model's input cast, and fp32-copy's (optionally
+    full-bf16's) optimizer state in fp32; float64 is what DOWNCAST's trick becomes."""
+    kept = with_census(
+        run_result(), ("inputs", "f32"), ("optimizer.state[model.1.weight].exp_avg", "f32")
+    )
+    assert compare(CENSUS_ORIGINAL, kept, MODES["full-bf16"], True).verdict == EQUIVALENT
+    wide = with_census(run_result(), ("inputs", "f64"))
+    result = compare(CENSUS_ORIGINAL, wide, MODES["full-bf16"], True)
+    assert result.verdict == DIVERGENT
+    assert result.reason.startswith("1 tensor the legacy run stored in bf16 is f64 in the rewrite")
+
+
+def test_autocast_keeps_the_model_f32_by_design_and_its_matmuls_must_run_bf16() -> None:
+    everything = [str(e["name"]) for e in LEGACY_DEVICE["tensors"]]  # type: ignore[attr-defined]
+    fp32 = with_census(run_result(dtypes=FP32), *((name, "f32") for name in everything))
+    result = compare(CENSUS_ORIGINAL, fp32, MODES["autocast"], True)
+    assert result.verdict == EQUIVALENT, result.reason
+    check = next(check for check in result.checks if check.name == "census")
+    assert "or wider by autocast's design (1 buffer, 1 grad, 4 parameters" in check.detail
+    # a frozen module's forward left outside the autocast region: f32 dots in the step graph
+    outside = replace(fp32, census={**fp32.census, "graph": {"dot": {"bf16": 2, "f32": 1}}})
+    result = compare(CENSUS_ORIGINAL, outside, MODES["autocast"], True)
+    assert result.verdict == DIVERGENT
+    assert result.reason.startswith(
+        "1 of the 3 matmuls (dot, convolution) of the rewrite's step graph run in float32 where "
+        "the legacy run ran 0"
+    )
+
+
+def test_masters_have_no_legacy_counterpart_and_are_left_to_the_dtype_check() -> None:
+    masters = (entry("optimizer.master[model.1.weight]", "f32", "master"),)
+    rewrite = with_census(run_result(dtypes=BF16_WITH_MASTERS), extra=masters)
+    assert compare(CENSUS_ORIGINAL, rewrite, MODES["fp32-copy"], True).verdict == EQUIVALENT
+
+
+def test_no_census_no_census_check() -> None:
+    """A run that ended before the census (or an old record) is compared as before."""
+    result = compare(CENSUS_ORIGINAL, run_result(), MODES["full-bf16"], True)
+    assert "census" not in [check.name for check in result.checks]
+
+
+def test_the_table_shows_the_census_and_says_what_its_columns_are() -> None:
+    report = report_of("full-bf16")
+    runs = {ORIGINAL: CENSUS_ORIGINAL,
+            "full-bf16": with_census(report.runs["full-bf16"], ("ema.0.weight", "f32"),
+                                     dots={"bf16": 2, "f32": 1})}  # fmt: skip
+    report = replace(report, runs=runs)
+    text = render_text(report)
+    rows = {line.split()[0]: line for line in text.splitlines() if line.split()}
+    assert "8 bf16 " in rows["original"] and " 2 bf16 " in rows["original"]
+    assert "7 bf16, 1 f32" in rows["full-bf16"] and "2 bf16, 1 f32" in rows["full-bf16"]
+    assert "device: floating tensors on the XLA device after step 3, by the element type" in (
+        " ".join(text.split())
+    )
+    assert json.loads(render_json(report))["runs"]["full-bf16"]["census"]["step"] == 3
+
+
+# -- an original in which no legacy flag took effect (issue 33, item 7) ----------------------------
+
+
+def test_an_equivalent_float32_pair_is_not_verified() -> None:
+    fp32 = replace(ORIGINAL_RUN, flags={})
+    result = compare(fp32, run_result(dtypes=FP32), MODES["full-bf16"], False)
+    assert result.verdict == EQUIVALENT
+    unverified = not_verified(result, "try --legacy-env XLA_USE_BF16=1")
+    assert unverified.verdict == NOT_VERIFIED
+    assert unverified.reason.startswith("no legacy flag took effect in the original")
+    assert unverified.reason.endswith("try --legacy-env XLA_USE_BF16=1")
+    assert unverified.checks[-1].name == "reference" and not unverified.checks[-1].passed
+
+
+def test_a_failure_without_the_flag_stays_a_failure() -> None:
+    """A rewrite that casts where the float32 original did not is wrong, verified or not."""
+    fp32 = replace(ORIGINAL_RUN, flags={})
+    result = compare(fp32, run_result(), MODES["full-bf16"], False)
+    assert not_verified(result, "hint").verdict == FAILED
+
+
+def test_a_not_verified_report_fails_recommends_nothing_and_prints_the_verdict() -> None:
+    fp32 = replace(ORIGINAL_RUN, flags={})
+    rewrite = run_result(dtypes=FP32)
+    comparison = not_verified(compare(fp32, rewrite, MODES["full-bf16"], False), "the hint")
+    runs = {ORIGINAL: fp32, "full-bf16": rewrite}
+    report = VerifyReport("t.py", VerifyOptions(("full-bf16",)), (), runs, (comparison,), (), ())
+    assert not report.equivalent  # exit 1
+    text = render_text(report)
+    assert "original ran with no legacy flag on" in text
+    assert "full-bf16: NOT VERIFIED: no legacy flag took effect" in text
+    assert "recommendation" not in text
+    rows = {line.split()[0]: line for line in text.splitlines() if line.split()}
+    assert rows["full-bf16"].rstrip().endswith("not verified")

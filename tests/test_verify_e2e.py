@@ -87,9 +87,13 @@ def test_verify_finds_every_mode_of_a_runnable_fixture_equivalent(
     for comparison in document["comparisons"]:
         assert comparison["verdict"] == "equivalent", comparison
         assert [check["name"] for check in comparison["checks"]] == [
-            "runs", "steps", "flags", "dtypes", "mechanism", "losses"
+            "runs", "steps", "flags", "dtypes", "mechanism", "census", "losses"
         ]  # fmt: skip
         assert comparison["max_gap"] < document["rtol"]
+    # the census saw the whole model on the device, as each run stored it
+    for label, run in document["runs"].items():
+        kinds = {entry["kind"] for entry in run["census"]["tensors"]}
+        assert "parameter" in kinds, label
     # the mechanism really was in place: autocast around every forward, never around backward
     autocast = document["runs"]["autocast"]["mechanism"]
     assert autocast["backwards"] > 0
@@ -298,12 +302,19 @@ def test_an_original_with_nan_losses_is_named_diverged_and_the_rewrites_judged_a
 
 
 def test_a_gated_flag_left_off_compares_float32_runs_and_says_so(tmp_path: Path) -> None:
+    """Without --bf16 both runs train in float32: the rewrite keeps its promise (it stays
+    float32), but that verifies nothing about the migration (issue 33, item 7): not verified,
+    exit 1, with the option to pass."""
     original = copy_fixture(tmp_path, "full-bf16", GATED, ".in.py", "train.py")
     code, document, _ = verify_json(original, "-m", "full-bf16", "--steps", "4")
-    assert code == 0, json.dumps(document, indent=1)
+    assert code == 1, json.dumps(document, indent=1)
     assert document["legacy_flags"] == []
     assert document["runs"]["full-bf16"]["dtypes"]["params"].keys() == {"torch.float32"}
     assert any("ran without a legacy flag on" in note for note in document["notes"])
+    (comparison,) = document["comparisons"]
+    assert comparison["verdict"] == "not verified"
+    assert all(check["passed"] for check in comparison["checks"][:-1])  # float32, as before
+    assert "give the script the options that set the flag after `--`" in comparison["reason"]
 
 
 def test_legacy_env_sets_a_launchers_flag_for_the_original_only(tmp_path: Path) -> None:

@@ -592,9 +592,12 @@ def verify(
     local process, against a copy of the project migrated by `xlamigrate rewrite` in each mode;
     a YAML container or a Dockerfile image runs its command with its environment.
 
-    Exit 0 when every rewrite trains like the original, 1 when one diverges or fails.
+    Exit 0 when every rewrite trains like the original, 1 when one diverges or fails, or when
+    no legacy flag took effect in the original (not verified: pass the flag, or verify the
+    launcher that sets it).
     """
     from xlamigrate.verify.plot import matplotlib_missing, write_plot
+    from xlamigrate.verify.render import WIDTH as TEXT_WIDTH
     from xlamigrate.verify.render import render_json, render_text
     from xlamigrate.verify.verifier import VerifyError, VerifyOptions, torch_xla_missing
     from xlamigrate.verify.verifier import verify as run_verify
@@ -640,13 +643,19 @@ def verify(
         sys.stdout.write(render_json(report))
     else:
         tty = sys.stdout.isatty()
-        sys.stdout.write(render_text(report, color=tty, width=None if tty else 100))
+        sys.stdout.write(render_text(report, color=tty, width=None if tty else TEXT_WIDTH))
     sys.stdout.flush()
     if plot is not None:
         write_plot(report, plot)
         typer.echo(f"xlamigrate: wrote {plot}", err=True)
     verdicts = [comparison.verdict for comparison in report.comparisons]
-    shown = ("equivalent", *(("trains",) if "trains" in verdicts else ()), "divergent", "failed")
+    shown = (
+        "equivalent",
+        *(("trains",) if "trains" in verdicts else ()),
+        "divergent",
+        "failed",
+        *(("not verified",) if "not verified" in verdicts else ()),
+    )
     counts = ", ".join(f"{verdicts.count(v)} {v}" for v in shown)
     typer.echo(f"xlamigrate: verify: {counts}", err=True)
     raise typer.Exit(EXIT_CLEAN if report.equivalent else EXIT_FINDINGS)

@@ -1,17 +1,23 @@
 """Whether a rewritten run trains like the original: both ran, the rewrite's dtypes are what its
-mode promises, and its smoothed loss curve stays within a relative tolerance of the original's."""
+mode promises, it holds on the device what the legacy run held there (the census), and its
+smoothed loss curve stays within a relative tolerance of the original's."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
 from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING
 from xlamigrate.recipes import EnvironmentEdits, Recipe
 from xlamigrate.verify.runs import RunResult, legacy_flags_on
 
 EQUIVALENT, DIVERGENT, FAILED = "equivalent", "divergent", "failed"
+# No legacy flag took effect in the original: it trained in float32, so a float32 rewrite that
+# matches it says nothing about the migration.
+NOT_VERIFIED = "not verified"
 # The original is no reference (it crashed, or its loss went NaN or infinite): the rewrite ran
 # with its mechanism in place and its finite loss falls.
 TRAINS = "trains"
@@ -28,7 +34,7 @@ RTOL = 0.05
 
 @dataclass(frozen=True)
 class Check:
-    name: str  # "runs", "steps", "flags", "dtypes", "losses"
+    name: str  # "runs", "steps", "flags", "dtypes", "mechanism", "launch", "census", "losses"
     passed: bool
     detail: str
 
@@ -36,7 +42,7 @@ class Check:
 @dataclass(frozen=True)
 class Comparison:
     mode: str
-    verdict: str  # EQUIVALENT, DIVERGENT or FAILED
+    verdict: str  # EQUIVALENT, DIVERGENT, FAILED, TRAINS or NOT_VERIFIED
     reason: str
     checks: tuple[Check, ...]
     gaps: tuple[float, ...] = ()  # per compared step, relative gap of the smoothed curves
@@ -127,6 +133,11 @@ def compare(
     before = [loss for loss in original.losses[:steps] if loss is not None]
     after = [loss for loss in rewritten.losses[:steps] if loss is not None]
     gaps = relative_gaps(before, after, window)
+    if legacy_on and _has_census(original) and _has_census(rewritten):
+        wider, detail = census_problem(original.census, rewritten.census, mode)
+        checks.append(Check("census", not wider, detail))
+        if wider:
+            return Comparison(mode.name, DIVERGENT, detail, tuple(checks), tuple(gaps))
     over = next((index for index, gap in enumerate(gaps) if not gap <= rtol), None)
     if over is not None:
         detail = (
@@ -338,3 +349,141 @@ def _dtypes(counts: dict[str, int]) -> str:
 
 def _percent(value: float) -> str:
     return "inf" if math.isinf(value) else f"{value:.2%}"
+
+
+# -- the census: what each run holds on the device ----------------------------------------------
+
+MODULE_KINDS = ("parameter", "buffer", "grad")  # a module's own tensors and its gradients
+ELEMENT_BYTES = {"bf16": 2, "f16": 2, "f32": 4, "f64": 8}
+MATMULS = ("dot", "convolution")
+NAMES_SHOWN = 3  # tensors named per module in a verdict; the rest are counted
+
+
+def census_problem(
+    original: Mapping[str, Any], rewritten: Mapping[str, Any], mode: Recipe
+) -> tuple[bool, str]:
+    """(whether the rewrite stores something wider than the legacy run did, what the census
+    shows), matching tensors by name. A module's tensor (parameter, buffer, gradient) that the
+    flag stored in bf16 and the rewrite in f32 is a tensor the migration missed (a frozen
+    backbone, an EMA copy, a teacher), except in autocast, whose model stays float32 by design
+    (there the step graph's matmuls must run in bf16). Optimizer state (fp32-copy's beside its
+    masters, an fp32 option of full-bf16) and the script's own tensors (inputs stay fp32 until
+    the model's input cast) may be f32; float64 where the flag stored less is wider anywhere.
+    Masters have no counterpart in the legacy run: the dtypes check holds them."""
+    before = {entry["name"]: entry for entry in original.get("tensors", ())}
+    after = list(rewritten.get("tensors", ()))
+    widest = {kind: "f32" if mode.autocast_forward else "bf16" for kind in MODULE_KINDS}
+    missed: list[dict[str, Any]] = []
+    kept: dict[str, int] = {}  # a kind of tensor kept wider by design: how many
+    compared = 0
+    for entry in after:
+        legacy = before.get(entry["name"])
+        if legacy is None:
+            continue
+        compared += 1
+        stored, storing = _bytes(legacy["type"]), _bytes(entry["type"])
+        if storing <= stored:
+            continue
+        if storing > _bytes(widest.get(entry["kind"], "f32")):
+            missed.append({**entry, "was": legacy["type"]})
+        else:
+            kept[entry["kind"]] = kept.get(entry["kind"], 0) + 1
+    if missed:
+        module_tensors = [e for e in after if e["kind"] in MODULE_KINDS or e["kind"] == "state"]
+        groups = _grouped(missed, module_tensors)
+        was = sorted({e["was"] for e in missed})
+        now = sorted({e["type"] for e in missed})
+        verb = "is" if len(missed) == 1 else "are"
+        return True, (
+            f"{len(missed)} tensor{_s(len(missed))} the legacy run stored in {'/'.join(was)} "
+            f"{verb} {'/'.join(now)} in the rewrite: {'; '.join(groups)}; the flag changed "
+            "every tensor on the device, not only the optimizer's: cast these too"
+        )
+    matmuls = _wide_matmuls(original.get("graph", {}), rewritten.get("graph", {}))
+    if matmuls is not None:
+        return True, matmuls
+    detail = f"{compared} tensors on the device as the legacy run stored them"
+    if kept:
+        by_design = ", ".join(f"{count} {kind}{_s(count)}" for kind, count in sorted(kept.items()))
+        detail += f", or wider by {mode.name}'s design ({by_design} in f32)"
+    return False, detail
+
+
+def _wide_matmuls(original: Mapping[str, Any], rewritten: Mapping[str, Any]) -> str | None:
+    """Matmul-class ops (dot, convolution) of the step graph the rewrite runs wider than the
+    legacy run did (a forward left outside autocast, a module the cast missed), or None."""
+    if not original or not rewritten:
+        return None
+
+    def wide(graph: Mapping[str, Any]) -> tuple[int, int]:
+        counts = [graph.get(op, {}) for op in MATMULS]
+        total = sum(sum(count.values()) for count in counts)
+        return sum(n for count in counts for t, n in count.items() if _bytes(t) > 2), total
+
+    legacy_wide, _ = wide(original)
+    rewrite_wide, total = wide(rewritten)
+    if rewrite_wide <= legacy_wide:
+        return None
+    return (
+        f"{rewrite_wide} of the {total} matmuls (dot, convolution) of the rewrite's step graph "
+        f"run in float32 where the legacy run ran {legacy_wide}: a module's forward runs "
+        "outside the recipe (a cast it missed, or outside the autocast region)"
+    )
+
+
+def _grouped(missed: list[dict[str, Any]], tensors: list[dict[str, Any]]) -> list[str]:
+    """The missed tensors by module: each under the outermost module all of whose tensors
+    were missed ("ema: 4 tensors" rather than four names), a few named."""
+    missed_names = {entry["name"] for entry in missed}
+    all_names = [entry["name"] for entry in tensors]
+    groups: dict[str, list[str]] = {}
+    for entry in missed:
+        parts = _path(entry["name"])
+        owner = entry["name"]
+        for length in range(1, len(parts)):
+            prefix = ".".join(parts[:length])
+            under = [n for n in all_names if n.startswith(prefix + ".")]
+            if under and all(n in missed_names for n in under):
+                owner = prefix
+                break
+        else:
+            owner = ".".join(parts[:-1]) or entry["name"]
+        groups.setdefault(owner, []).append(entry["name"])
+    shown = []
+    for owner, names in groups.items():
+        listed = ", ".join(names[:NAMES_SHOWN]) + (", ..." if len(names) > NAMES_SHOWN else "")
+        shown.append(f"{owner} ({len(names)} tensor{_s(len(names))}: {listed})")
+    return shown
+
+
+_PART = re.compile(r"[^.\[]+(?:\[[^\]]*\])*")
+
+
+def _path(name: str) -> list[str]:
+    """`optimizer.state[model.0.weight].exp_avg` -> optimizer, state[model.0.weight], exp_avg."""
+    return _PART.findall(name)
+
+
+def _bytes(element_type: str) -> int:
+    return ELEMENT_BYTES.get(element_type, 0)
+
+
+def _s(count: int) -> str:
+    return "" if count == 1 else "s"
+
+
+def _has_census(run: RunResult) -> bool:
+    return bool(run.census.get("tensors")) and "error" not in run.census
+
+
+def not_verified(comparison: Comparison, hint: str) -> Comparison:
+    """An equivalent comparison with an original in which no legacy flag took effect: both
+    trained in float32, which verifies nothing about the migration. Failures stand."""
+    if comparison.verdict != EQUIVALENT:
+        return comparison
+    detail = (
+        "no legacy flag took effect in the original, so it trained in float32 and this "
+        f"compares float32 with float32, not the migration; {hint}"
+    )
+    checks = (*comparison.checks, Check("reference", False, detail))
+    return replace(comparison, verdict=NOT_VERIFIED, reason=detail, checks=checks)

@@ -2,7 +2,8 @@
 
 It observes a script without editing it: every scalar `backward()` gives a loss, every outermost
 `Optimizer.step` closes a step (a wrapper's inner step is the same step), the first step notes the
-dtypes of the parameters, optimizer state and master weights, and the process ends after the
+dtypes of the parameters, optimizer state and master weights, the first step after the warm-up
+takes a census of everything on the device (census.py), and the process ends after the
 requested number of steps. Each process that stepped writes `record-<pid>.json`.
 
 Standalone on purpose: it runs in the script's interpreter, which needs torch, not xlamigrate's
@@ -26,6 +27,7 @@ import resource
 import statistics
 import sys
 import time
+import weakref
 from collections import Counter
 from collections.abc import Sequence
 from types import ModuleType
@@ -33,11 +35,16 @@ from typing import Any
 
 RECORD_DIR = "XLAMIGRATE_VERIFY_RECORD"
 STEP_LIMIT = "XLAMIGRATE_VERIFY_STEPS"
+CENSUS = "XLAMIGRATE_VERIFY_CENSUS"  # "0": no census of the device (to measure what it costs)
+CENSUS_MODULE = "xlamigrate_verify_census"  # census.py, copied beside this shim
 # Bytes per element of the element types XLA reports for a tensor's storage (under the legacy
 # flag an fp32 tensor is stored as bf16: its `.dtype` says float32, its XLA shape bf16).
 XLA_ELEMENT_BYTES = {"pred": 1, "s8": 1, "u8": 1, "bf16": 2, "f16": 2, "s16": 2, "f32": 4,
                      "s32": 4, "f64": 8, "s64": 8}  # fmt: skip
 WARM_UP_STEPS = 2  # compilation happens in these: not counted in the time per step
+# The census of the device is taken at the end of this step (the first after the warm-up:
+# whatever the script builds or moves lazily is there by then), or at the step limit if sooner.
+CENSUS_STEP = WARM_UP_STEPS + 1
 WATCHED_FLAGS = (
     "XLA_USE_BF16",
     "XLA_DOWNCAST_BF16",
@@ -50,9 +57,15 @@ WATCHED_FLAGS = (
 class Recorder:
     """Losses per optimizer step and the dtypes after the first one, for one process."""
 
-    def __init__(self, folder: str, limit: int) -> None:
+    def __init__(self, folder: str, limit: int, census: bool = True) -> None:
         self.folder = folder
         self.limit = limit
+        self.census_on = census
+        self.census: dict[str, Any] = {}  # census.take(), once
+        self.paused = 0.0  # seconds spent taking the census: not the script's time
+        # every module the run built or copied, and every optimizer that stepped (by id)
+        self.modules: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+        self.optimizers: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
         self.started = time.monotonic()
         self.pending: list[Any] = []  # detached losses since the last step
         self.steps: list[list[Any]] = []  # the losses of each finished step
@@ -96,9 +109,16 @@ class Recorder:
             # Kept on the device, read when the run ends: reading it now would cut the graph.
             self.pending.append(tensor.detach())
 
-    def before_step(self) -> None:
+    def on_module(self, module: Any) -> None:
+        with contextlib.suppress(TypeError):  # a class without weak references
+            self.modules[id(module)] = module
+
+    def before_step(self, optimizer: Any = None) -> None:
         self._register_exit()
         self.depth += 1
+        if optimizer is not None:
+            with contextlib.suppress(TypeError):
+                self.optimizers[id(optimizer)] = optimizer
 
     def after_step(self, optimizer: Any) -> None:
         self.depth -= 1
@@ -106,10 +126,12 @@ class Recorder:
             return
         self.steps.append(self.pending)
         self.pending = []
-        self.step_ends.append(time.monotonic())
+        self.step_ends.append(time.monotonic() - self.paused)
         if len(self.steps) == 1:
             self._note_types(optimizer)
             self._note_memory(optimizer)
+        if len(self.steps) == min(CENSUS_STEP, self.limit or CENSUS_STEP):
+            self._take_census([optimizer], self.steps[-1])
         if self.limit and len(self.steps) >= self.limit:
             self.finish(stopped=True)
             sys.stdout.flush()
@@ -122,6 +144,20 @@ class Recorder:
         if not self.exit_registered:
             self.exit_registered = True
             atexit.register(self.finish, stopped=False)
+
+    def _take_census(self, optimizers: list[Any], losses: list[Any]) -> None:
+        if not self.census_on or self.census:
+            return
+        started = time.monotonic()
+        try:
+            modules = list(self.modules.values())
+            known = [*optimizers, *self.optimizers.values()]
+            census = _census_module().take(modules, known, losses)
+        except Exception as error:  # the census observes; it never stops the run
+            census = {"error": f"{type(error).__name__}: {error}"}
+        census["step"] = len(self.steps)
+        self.census = census
+        self.paused += time.monotonic() - started
 
     def _note_types(self, optimizer: Any) -> None:
         self.flags = {name: os.environ.get(name) for name in WATCHED_FLAGS}
@@ -174,6 +210,7 @@ class Recorder:
         if self.finished or not self.steps:
             return
         self.finished = True
+        self._take_census([], [])  # a script that ended before the census step
         _sync_device()
         losses = [_mean(step) for step in self.steps]
         record = {
@@ -186,6 +223,7 @@ class Recorder:
             "flags": self.flags,
             "mechanism": self.mechanism,
             "memory": self.memory,
+            "census": self.census,
             "seconds_per_step": self._seconds_per_step(),
             "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
             "seconds": time.monotonic() - self.started,
@@ -194,6 +232,14 @@ class Recorder:
         with open(path + ".part", "w", encoding="utf-8") as stream:
             json.dump(record, stream)
         os.replace(path + ".part", path)
+
+
+def _census_module() -> ModuleType:
+    """census.py: beside this shim in a run, in the package where the recorder is imported."""
+    try:
+        return importlib.import_module(CENSUS_MODULE)
+    except ImportError:
+        return importlib.import_module("xlamigrate.verify.census")
 
 
 def _is_tensor(value: Any) -> bool:
@@ -259,6 +305,7 @@ def install(torch: ModuleType, recorder: Recorder) -> None:
 
     torch.autograd.backward = backward
     modules = importlib.import_module("torch.nn.modules.module")
+    _note_modules(modules.Module, recorder)
     modules.register_module_forward_pre_hook(
         lambda module, args: recorder.on_forward_start(module, xla_bf16_autocast())
     )
@@ -266,8 +313,26 @@ def install(torch: ModuleType, recorder: Recorder) -> None:
         lambda module, args, output: recorder.on_forward_end(), always_call=True
     )
     optimizer_module = importlib.import_module("torch.optim.optimizer")
-    optimizer_module.register_optimizer_step_pre_hook(lambda opt, a, k: recorder.before_step())
+    optimizer_module.register_optimizer_step_pre_hook(lambda opt, a, k: recorder.before_step(opt))
     optimizer_module.register_optimizer_step_post_hook(lambda opt, a, k: recorder.after_step(opt))
+
+
+def _note_modules(module_class: Any, recorder: Recorder) -> None:
+    """Every module the run makes, for the census: built (`__init__`, which every subclass
+    calls) or copied (`__setstate__`, which `copy.deepcopy` and unpickling call)."""
+    original_init = module_class.__init__
+    original_setstate = module_class.__setstate__
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        original_init(self, *args, **kwargs)
+        recorder.on_module(self)
+
+    def __setstate__(self: Any, state: Any) -> None:
+        original_setstate(self, state)
+        recorder.on_module(self)
+
+    module_class.__init__ = __init__
+    module_class.__setstate__ = __setstate__
 
 
 class _AfterTorchImport(importlib.abc.MetaPathFinder):
@@ -309,7 +374,8 @@ def _chain_next_sitecustomize() -> None:
 def _activate() -> None:
     folder = os.environ.get(RECORD_DIR)
     if folder:
-        recorder = Recorder(folder, int(os.environ.get(STEP_LIMIT, "0") or 0))
+        census = os.environ.get(CENSUS, "1") != "0"
+        recorder = Recorder(folder, int(os.environ.get(STEP_LIMIT, "0") or 0), census)
         torch = sys.modules.get("torch")
         if torch is not None:
             install(torch, recorder)

@@ -9,24 +9,38 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from xlamigrate.recipes import RECIPES
-from xlamigrate.verify.compare import PASSING, Comparison, reference_problem
+from xlamigrate.verify.compare import (
+    MATMULS,
+    NOT_VERIFIED,
+    PASSING,
+    Comparison,
+    reference_problem,
+)
 from xlamigrate.verify.runs import RunResult
 from xlamigrate.verify.verifier import ORIGINAL, VerifyReport
 
 MARKERS = {ORIGINAL: "O", **{name: recipe.marker for name, recipe in RECIPES.items()}}
 OVERLAP = "*"
 PLOT_WIDTH, PLOT_HEIGHT = 60, 10
+WIDTH = 124  # the table's width where no terminal says (a pipe, a file, CI logs)
 # B/param: weights+gradients+optimizer bytes per parameter at the first step, as stored;
-# RSS MB: the process's peak resident memory; ms/step: the median step after the warm-up.
+# RSS MB: the process's peak resident memory; ms/step: the median step after the warm-up;
+# device: the floating tensors held on the device after the warm-up (the census), by element
+# type as stored; matmuls: the dot/convolution ops of that step's graph, by element type.
 # (A run's exit code is in its verdict's reason: "crashed (exit code 1)".)
 COLUMNS = ("run", "steps", "last loss", "params", "masters", "B/param", "RSS MB", "ms/step",
-           "max gap", "verdict")  # fmt: skip
+           "device", "matmuls", "max gap", "verdict")  # fmt: skip
+LEGEND = (
+    "device: floating tensors on the XLA device after step {step}, by the element type stored "
+    "(modules' parameters, buffers and gradients, optimizer state, masters, the script's "
+    "tensors); matmuls: dot/convolution ops of that step's graph, by element type"
+)
 MEMORY_PARTS = ("weights", "grads", "optimizer")
 PLAIN: dict[str, Any] = {"markup": False, "highlight": False, "soft_wrap": True}  # text as is
 NUMERIC = frozenset({"last loss", "B/param", "RSS MB", "ms/step", "max gap"})
 
 
-def render_text(report: VerifyReport, color: bool = False, width: int | None = 100) -> str:
+def render_text(report: VerifyReport, color: bool = False, width: int | None = WIDTH) -> str:
     """Plain text unless `color`; `width` None follows the terminal."""
     from rich import box
     from rich.console import Console
@@ -43,6 +57,9 @@ def render_text(report: VerifyReport, color: bool = False, width: int | None = 1
         for label, run in report.runs.items():
             table.add_row(*_row(label, run, verdicts.get(label)), style=_style(verdicts.get(label)))
         console.print(table)
+        step = next((run.census.get("step") for run in report.runs.values() if run.census), None)
+        if step is not None:
+            console.print(LEGEND.format(step=step), **PLAIN)
         console.print()
         for line in loss_plot(_curves(report.runs)):
             console.print(line, **PLAIN)
@@ -83,9 +100,34 @@ def _row(label: str, run: RunResult, comparison: Comparison | None) -> list[str]
         _bytes_per_parameter(run),
         "-" if run.peak_rss is None else f"{run.peak_rss / 2**20:.0f}",
         "-" if run.seconds_per_step is None else f"{run.seconds_per_step * 1e3:.1f}",
+        _device(run),
+        _matmuls(run),
         "-" if gap is None else f"{gap:.2%}",
         verdict,
     ]
+
+
+def _device(run: RunResult) -> str:
+    """The census by element type: "12 bf16" or "8 bf16, 4 f32"."""
+    counts: dict[str, int] = {}
+    for entry in run.census.get("tensors", ()):
+        counts[entry["type"]] = counts.get(entry["type"], 0) + 1
+    return _counts(counts)
+
+
+def _matmuls(run: RunResult) -> str:
+    graph = run.census.get("graph") or {}
+    counts: dict[str, int] = {}
+    for op in MATMULS:
+        for element_type, count in graph.get(op, {}).items():
+            counts[element_type] = counts.get(element_type, 0) + count
+    return _counts(counts)
+
+
+def _counts(counts: dict[str, int]) -> str:
+    order = ("bf16", "f16", "f32", "f64")
+    ranked = sorted(counts, key=lambda t: (order.index(t) if t in order else len(order), t))
+    return ", ".join(f"{counts[t]} {t}" for t in ranked) or "-"
 
 
 def _bytes_per_parameter(run: RunResult) -> str:
@@ -100,8 +142,10 @@ def recommendation(report: VerifyReport) -> str | None:
     """One line from the measurements: which passing mode tracks the original closest, which
     holds the fewest bytes per parameter, which steps fastest."""
     passing = [c for c in report.comparisons if c.verdict in PASSING]
+    if all(c.verdict == NOT_VERIFIED for c in report.comparisons):
+        return None  # nothing was verified: no rewrite to recommend
     if not passing:
-        return "none of the rewrites passed; see the reasons above" if report.comparisons else None
+        return "none of the rewrites passed; see the reasons above"
     parts = []
     gaps = [c for c in passing if c.max_gap is not None]
     if len(gaps) > 1:
@@ -142,6 +186,8 @@ def _original_verdict(run: RunResult) -> str:
 def _style(comparison: Comparison | None) -> str:
     if comparison is None:
         return ""
+    if comparison.verdict == NOT_VERIFIED:
+        return "yellow"
     return "green" if comparison.verdict in PASSING else "red"
 
 
@@ -226,6 +272,7 @@ def _run_json(run: RunResult) -> dict[str, Any]:
         "flags": run.flags,
         "mechanism": run.mechanism,
         "memory": run.memory,
+        "census": run.census,
         "bytes_per_parameter": {part: run.bytes_per_parameter(part) for part in MEMORY_PARTS},
         "seconds_per_step": run.seconds_per_step,
         "launches": list(run.launches),

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from xlamigrate.flagvalue import torch_xla_enabled
-from xlamigrate.verify import recorder
+from xlamigrate.verify import census, recorder
 
 LEGACY_FLAGS = ("XLA_USE_BF16", "XLA_DOWNCAST_BF16")
 TAIL_LINES = 15
@@ -59,6 +59,9 @@ class RunResult:
     # bytes of weights, gradients and optimizer (state and masters) at the first step, as
     # stored on the device, and the parameter count (recorder.Recorder._note_memory)
     memory: Mapping[str, int] = field(default_factory=dict)
+    # every floating tensor on the device after the warm-up steps, named, and the step graph's
+    # element types (census.take); empty where the run ended before it was taken
+    census: Mapping[str, Any] = field(default_factory=dict)
     seconds_per_step: float | None = None  # median after the warm-up steps
     launches: tuple[str, ...] = ()  # the commands a launcher started, as its shims saw them
     peak_rss: int | None = None  # bytes: the process's resident-set high-water mark
@@ -78,15 +81,17 @@ class RunResult:
 
 
 def install_shim(folder: Path) -> Path:
-    """Copies the recorder into `folder` as `sitecustomize.py`; returns the folder to put first
-    on PYTHONPATH. Where the runtime the rewrites import is not installed beside the CLI, the
-    copy of it the CLI carries (for `--runtime vendor`) is linked there too."""
+    """Copies the recorder into `folder` as `sitecustomize.py`, and its census beside it; returns
+    the folder to put first on PYTHONPATH. Where the runtime the rewrites import is not
+    installed beside the CLI, the copy of it the CLI carries (for `--runtime vendor`) is linked
+    there too."""
     from importlib.util import find_spec
 
     from xlamigrate.project.dependencies import RUNTIME_MODULE, runtime_source
 
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(recorder.__file__, folder / "sitecustomize.py")
+    shutil.copyfile(census.__file__, folder / f"{recorder.CENSUS_MODULE}.py")
     if find_spec(RUNTIME_MODULE) is None:
         (folder / RUNTIME_MODULE).symlink_to(runtime_source(), target_is_directory=True)
     return folder
@@ -158,6 +163,7 @@ def run(spec: RunSpec) -> RunResult:
             flags=record["flags"],
             mechanism=record.get("mechanism", {}),
             memory=record.get("memory", {}),
+            census=record.get("census") or {},
             seconds_per_step=record.get("seconds_per_step"),
             peak_rss=record.get("peak_rss"),
             seconds=seconds,

@@ -21,6 +21,7 @@ from xlamigrate.verify.compare import (
     WINDOW,
     Comparison,
     compare,
+    not_verified,
     reference_problem,
 )
 from xlamigrate.verify.launcher import (
@@ -85,6 +86,7 @@ class Rewrite:
     changed: bool  # the precision migration changed it (not only its torch-xla API calls)
     remaining: tuple[Finding, ...] = ()
     given: Path | None = None
+    api_calls: bool = False  # it changed torch-xla API calls (XM5xx)
 
 
 @dataclass(frozen=True)
@@ -170,6 +172,9 @@ def verify(
                 catalogue.modes[r.mode].environment_on(options.target))
         for r in rewrites
     )  # fmt: skip
+    if original.ok and not legacy_on and not launcher:
+        hint = _unverified_hint(rewrites)
+        comparisons = tuple(not_verified(comparison, hint) for comparison in comparisons)
     return VerifyReport(
         script=_display(script),
         options=options,
@@ -209,8 +214,22 @@ def _rewrites(
         text = outcome.rewritten if outcome.rewritten is not None else data
         apis = api_table().rules()
         changed = any(finding.code not in apis for finding in outcome.fixed)
-        rewrites.append(Rewrite(mode, text, changed, outcome.remaining))
+        api_calls = any(finding.code in apis for finding in outcome.fixed)
+        rewrites.append(Rewrite(mode, text, changed, outcome.remaining, api_calls=api_calls))
     return rewrites
+
+
+def _unverified_hint(rewrites: list[Rewrite]) -> str:
+    """What to run instead, where the original trained without a legacy flag."""
+    if any(rewrite.changed for rewrite in rewrites):  # the script sets it under a condition
+        return (
+            "give the script the options that set the flag after `--` (xlamigrate verify "
+            "SCRIPT -- --bf16), or --legacy-env XLA_USE_BF16=1 where a launcher sets it"
+        )
+    return (
+        "if a launcher sets the flag, verify that launcher instead (xlamigrate verify run.sh "
+        "-- CONFIG), or give the original its flag: --legacy-env XLA_USE_BF16=1"
+    )
 
 
 def _rewrite_notes(rewrites: list[Rewrite]) -> list[str]:
@@ -218,10 +237,17 @@ def _rewrite_notes(rewrites: list[Rewrite]) -> list[str]:
     unchanged = [r.mode for r in rewrites if r.given is None and not r.changed]
     notes = []
     if unchanged:
-        notes.append(
-            f"xlamigrate rewrite changes nothing in this script ({', '.join(unchanged)}): it does "
-            "not set a legacy flag itself, so the rewrite runs as the original without the flag"
-        )
+        named = ", ".join(unchanged)
+        if any(r.api_calls for r in rewrites if r.mode in unchanged):
+            notes.append(
+                f"xlamigrate rewrite changes only torch-xla API calls in this script ({named}), "
+                "not its precision: it does not set a legacy flag itself"
+            )
+        else:
+            notes.append(
+                f"xlamigrate rewrite changes nothing in this script ({named}): it does not set a "
+                "legacy flag itself, so the rewrite runs as the original without the flag"
+            )
     manual: dict[tuple[int, str, str], list[str]] = {}
     for rewrite in rewrites:
         for finding in rewrite.remaining:

@@ -1,0 +1,166 @@
+"""`xlamigrate verify` compares the whole device, not the optimizer (issue 33), on real
+torch-xla (PJRT_DEVICE=CPU).
+
+The legacy flag stored every float32 tensor on the device in bf16: a frozen backbone the
+optimizer does not hold, an EMA made with `copy.deepcopy(model)`. A rewrite that casts only what
+the optimizer holds keeps the loss close (the losses alone called it equivalent) but trains a
+different model; the census after the warm-up steps names what it missed. A script in which no
+flag took effect verifies nothing and says so.
+
+The fixtures are tests/fixtures/verify/<case>.py, with hand rewrites beside them
+(<case>.<what it does>.py). One verify per rewrite, 4 steps (the census is taken at step 3),
+shared by the assertions below.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from typing import Any
+
+import pytest
+
+from tests.conftest import FIXTURES, needs_torch_xla_platform
+from tests.test_verify_e2e import verify
+
+pytestmark = needs_torch_xla_platform
+
+CASES = FIXTURES / "verify"
+STEPS = "4"
+# (fixture, hand rewrite): each verified once, in full-bf16, the rewrite given with --rewritten
+REWRITES = {
+    "backbone left fp32": ("frozen_backbone", "head_only"),
+    "backbone cast": ("frozen_backbone", "whole_model"),
+    "ema left fp32": ("ema_deepcopy", "ema_left_fp32"),
+    "ema cast": ("ema_deepcopy", "ema_cast"),
+}
+
+
+@pytest.fixture(scope="module")
+def verified(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, dict[str, Any]]]:
+    results = {}
+    for label, (case, rewrite) in REWRITES.items():
+        folder = tmp_path_factory.mktemp(case)
+        script = folder / "train.py"
+        shutil.copyfile(CASES / f"{case}.py", script)
+        options = ("--rewritten", str(CASES / f"{case}.{rewrite}.py"), "-m", "full-bf16")
+        result = verify(script, *options, "--steps", STEPS, "--format", "json")
+        try:
+            results[label] = (result.returncode, json.loads(result.stdout))
+        except json.JSONDecodeError:
+            pytest.fail(f"{label}: exit {result.returncode}:\n{result.stdout}\n{result.stderr}")
+    return results
+
+
+def only_comparison(document: dict[str, Any]) -> dict[str, Any]:
+    (comparison,) = document["comparisons"]
+    return comparison
+
+
+def census(document: dict[str, Any], run: str) -> dict[str, str]:
+    """name -> element type as stored, of one run's census."""
+    return {e["name"]: e["type"] for e in document["runs"][run]["census"]["tensors"]}
+
+
+def test_a_frozen_backbone_left_fp32_is_divergent_naming_the_backbone(
+    verified: dict[str, tuple[int, dict[str, Any]]],
+) -> None:
+    """The optimizer holds the head only: a cast of the head passes every optimizer check."""
+    code, document = verified["backbone left fp32"]
+    assert code == 1
+    comparison = only_comparison(document)
+    assert comparison["verdict"] == "divergent", comparison
+    assert comparison["reason"].startswith(
+        "2 tensors the legacy run stored in bf16 are f32 in the rewrite: model.0 (2 tensors: "
+        "model.0.0.weight, model.0.0.bias)"
+    ), comparison["reason"]
+    checks = {check["name"]: check["passed"] for check in comparison["checks"]}
+    assert checks == {"runs": True, "steps": True, "flags": True, "dtypes": True,
+                      "mechanism": True, "census": False}  # fmt: skip
+    # what the flag stored, named by module path; the optimizer's state by its parameter
+    legacy = census(document, "original")
+    assert legacy["model.0.0.weight"] == legacy["model.1.weight"] == "bf16"
+    assert legacy["optimizer.state[model.1.weight].momentum_buffer"] == "bf16"
+    assert "model.0.0.weight.grad" not in legacy  # frozen: no gradient
+    assert census(document, "full-bf16")["model.0.0.weight"] == "f32"
+    # the backbone's forward ran in f32 in the rewrite's step graph; under the flag, in bf16
+    graph = document["runs"]["full-bf16"]["census"]["graph"]
+    assert graph["dot"].get("f32", 0) > 0
+    assert document["runs"]["original"]["census"]["graph"]["dot"].keys() == {"bf16"}
+
+
+def test_the_whole_model_cast_is_equivalent(
+    verified: dict[str, tuple[int, dict[str, Any]]],
+) -> None:
+    code, document = verified["backbone cast"]
+    assert code == 0, json.dumps(document, indent=1)
+    comparison = only_comparison(document)
+    assert comparison["verdict"] == "equivalent"
+    passed = {check["name"]: check for check in comparison["checks"]}
+    assert passed["census"]["passed"]
+    assert passed["census"]["detail"].startswith("11 tensors on the device as the legacy run")
+    assert census(document, "full-bf16")["model.0.0.weight"] == "bf16"
+
+
+def test_an_ema_copy_left_fp32_is_divergent_naming_the_ema(
+    verified: dict[str, tuple[int, dict[str, Any]]],
+) -> None:
+    code, document = verified["ema left fp32"]
+    assert code == 1
+    comparison = only_comparison(document)
+    assert comparison["verdict"] == "divergent", comparison
+    assert comparison["reason"].startswith(
+        "4 tensors the legacy run stored in bf16 are f32 in the rewrite: ema (4 tensors: "
+        "ema.0.weight, ema.0.bias, ema.2.weight, ...)"
+    ), comparison["reason"]
+    # the deepcopy is found (copies do not call __init__) and named by its variable
+    assert census(document, "original")["ema.2.bias"] == "bf16"
+
+
+def test_an_ema_copy_cast_with_the_model_is_equivalent(
+    verified: dict[str, tuple[int, dict[str, Any]]],
+) -> None:
+    code, document = verified["ema cast"]
+    assert code == 0, json.dumps(document, indent=1)
+    assert only_comparison(document)["verdict"] == "equivalent"
+    stored = census(document, "full-bf16")
+    assert {stored[f"ema.{name}"] for name in ("0.weight", "0.bias", "2.weight")} == {"bf16"}
+
+
+# -- an original in which no legacy flag took effect (issue 33, item 7) ------------------------
+
+
+@pytest.fixture(scope="module")
+def unflagged(tmp_path_factory: pytest.TempPathFactory) -> subprocess.CompletedProcess[str]:
+    folder = tmp_path_factory.mktemp("no_flag")
+    script = folder / "train.py"
+    shutil.copyfile(CASES / "no_flag.py", script)
+    return verify(script, "-m", "full-bf16", "--steps", "3")
+
+
+def test_without_a_flag_verify_says_not_verified_and_exits_1(
+    unflagged: subprocess.CompletedProcess[str],
+) -> None:
+    """It used to print a green EQUIVALENT, a recommendation and exit 0: float32 against
+    float32, which says nothing about the migration."""
+    out = unflagged.stdout
+    assert unflagged.returncode == 1, out + unflagged.stderr
+    assert out.splitlines()[0] == "xlamigrate verify train.py: original ran with no legacy flag on"
+    assert "full-bf16: NOT VERIFIED: no legacy flag took effect in the original" in out
+    assert "verify that launcher instead (xlamigrate verify run.sh -- CONFIG)" in out
+    assert "--legacy-env XLA_USE_BF16=1" in out
+    assert "recommendation:" not in out and "EQUIVALENT" not in out
+    assert "xlamigrate: verify: 0 equivalent, 0 divergent, 0 failed, 1 not verified" in (
+        unflagged.stderr
+    )
+
+
+def test_without_a_flag_the_note_says_the_rewrite_changes_only_api_calls(
+    unflagged: subprocess.CompletedProcess[str],
+) -> None:
+    """The rewrite does change the script (xm.xla_device() -> torch_xla.device()): not
+    'changes nothing'."""
+    out = unflagged.stdout
+    assert "note: xlamigrate rewrite changes only torch-xla API calls in this script" in out
+    assert "changes nothing" not in out
