@@ -69,6 +69,7 @@ from xlamigrate.request import FileContext, RewriteRequest
 _Item = TypeVar("_Item")
 RUNTIME = "xlamigrate_runtime"
 _AUTOCAST = 'torch.autocast(dtype=torch.bfloat16, device_type="xla")'
+DOWNCAST = "XLA_DOWNCAST_BF16"
 _GATE_FUNCTION = "bf16_recipe"  # "the recipe is on", where read in a launched function
 RECIPE_PROBLEMS = ("XM401", "XM402", "XM403", "XM406", "XM408", "XM410")
 LATE_WRITE = "XM411"  # a flag turned on after the device started: it never took effect
@@ -504,6 +505,48 @@ class Planner:
             self._autocast_regions()
         if not self.recipe.casts_model:
             self._keep_models_float32()
+        if self._downcast():
+            self._float64_on_the_device_float32()
+
+    def _downcast(self) -> bool:
+        """Whether XLA_DOWNCAST_BF16 is among the flags the recipe replaces here."""
+        own = any(e.access is not None and e.access.variable == DOWNCAST for e in self.enabling)
+        return own or (self.launched is not None and DOWNCAST in self.launched.flags)
+
+    def _float64_on_the_device_float32(self) -> None:
+        """Under XLA_DOWNCAST_BF16 the device computed float64 as float32: `.double()`,
+        `torch.float64` and `torch.double` in statements that use the device or the model
+        become float32 where the recipe applies (a float64 kept on the CPU stays)."""
+        script = self.script
+        devices = script.device_names()
+        models = {script.code(site.model) for site in script.optimizer_sites()}
+        models |= {
+            script.code(script.root_module(site.model, site.statement))
+            for site in script.optimizer_sites()
+        }
+        for node in script.float64_spellings():
+            if node in self.plan.swapped or not self._in_scope(node):
+                continue
+            statement = script.statement_of(node)
+            if statement is None or not script.uses_device_or_model(statement, devices, models):
+                continue
+            ok, condition = self._combined_condition(statement, self._span(node))
+            if not ok:
+                continue
+            call = script.parent(node)
+            if condition is None:
+                self.plan.swapped[node] = float32_spelling(script, node)
+            elif isinstance(call, ast.Call) and call.func is node:  # x.double()
+                receiver = script.code(node.value)
+                dtype = f"torch.float32 if {condition.code} else torch.float64"
+                self.plan.swapped[call] = f"{receiver}.to({dtype})"
+                self.plan.imports.add(("torch", None))
+            else:  # (parenthesized unless it is an argument of its own)
+                chosen = f"torch.float32 if {condition.code} else {script.code(node)}"
+                alone = isinstance(call, ast.keyword) or (
+                    isinstance(call, ast.Call) and node in call.args
+                )
+                self.plan.swapped[node] = chosen if alone else f"({chosen})"
 
     def _environment_edits(self, environment: EnvironmentEdits) -> None:
         """Stochastic rounding set where the flag was, or an explicit "1" removed; --auto-cast=none

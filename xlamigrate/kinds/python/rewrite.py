@@ -15,10 +15,10 @@ from xlamigrate.kinds.python.astscopes import Scopes
 from xlamigrate.kinds.python.envaccess import EnvAccess
 from xlamigrate.kinds.python.nxdt_orchestrator import orchestrator_reason
 from xlamigrate.kinds.python.plan import Plan
+from xlamigrate.kinds.python.planner import LATE_WRITE, Planner, after_imports, kept_enabling
 from xlamigrate.kinds.python.planner import (
     RECIPE_PROBLEMS as RECIPE_PROBLEMS,
 )
-from xlamigrate.kinds.python.planner import LATE_WRITE, Planner, after_imports, kept_enabling
 from xlamigrate.kinds.python.scan import (
     Pairs,
     api_pairs,

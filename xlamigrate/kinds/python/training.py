@@ -392,7 +392,7 @@ class TrainingScript:
         """The call that moved a tensor or model to the XLA device earlier than `node` on every
         path to it (a statement before it in its block, or before a block around it, within its
         function): torch-xla had read the legacy flags by then. None where there is none."""
-        devices = self._device_names()
+        devices = self.device_names()
         statement = self.statement_of(node)
         current: Node | None = statement
         while current is not None and not isinstance(current, FUNCTIONS):
@@ -405,7 +405,45 @@ class TrainingScript:
             current = self.parent(current)
         return None
 
-    def _device_names(self) -> frozenset[str]:
+    def float64_spellings(self) -> list[ast.Attribute]:
+        """`torch.double`, `torch.float64` and the `x.double` of `x.double()` (no arguments)."""
+        found: list[ast.Attribute] = []
+        for node in ast.walk(self.module):
+            if not isinstance(node, ast.Attribute):
+                continue
+            if node.attr in ("double", "float64") and self.qualified_names(node) & {
+                "torch.double",
+                "torch.float64",
+            }:
+                found.append(node)
+                continue
+            parent = self.parent(node)
+            if (
+                node.attr == "double"
+                and isinstance(parent, ast.Call)
+                and parent.func is node
+                and not parent.args
+                and not parent.keywords
+            ):
+                found.append(node)
+        return found
+
+    def uses_device_or_model(
+        self, statement: Statement, devices: frozenset[str], models: set[str]
+    ) -> bool:
+        """Whether the statement names the XLA device (`device`, `"xla"`) or calls a model."""
+        nodes = statement.body if isinstance(statement, Line) else [statement]
+        for top in nodes:
+            for node in ast.walk(top):
+                if isinstance(node, ast.Name) and node.id in devices:
+                    return True
+                if isinstance(node, ast.Constant) and node.value == "xla":
+                    return True
+                if isinstance(node, ast.Call) and self.code(node.func) in models:
+                    return True
+        return False
+
+    def device_names(self) -> frozenset[str]:
         """Names bound to the XLA device (`device = torch_xla.device()`)."""
         names = set()
         for node in ast.walk(self.module):
