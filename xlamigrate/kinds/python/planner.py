@@ -748,6 +748,18 @@ class Planner:
             for copied, copy in script.copies_of(model, statement):
                 if self._in_scope(copied):
                     targets.append((copied, copy, False))
+        if targets:  # other modules moved to the device and run there (a frozen teacher)
+            named = {script.code(model) for _, model, _ in targets}
+            called = {c.func.id for c in script.calls() if isinstance(c.func, ast.Name)}
+            for statement, moved in script.model_moves():
+                if (
+                    isinstance(moved, ast.Name)
+                    and moved.id in called
+                    and moved.id not in named
+                    and self._in_scope(statement)
+                ):
+                    named.add(moved.id)
+                    targets.append((statement, moved, False))
         if not targets:  # the model handed to a framework's trainer, cast before it
             for statement, model, owner, call in script.owner_models():
                 if not self._in_scope(statement) or not self._nameable(model, statement):
@@ -1065,7 +1077,8 @@ class Planner:
                 script.root_module(site.model, site.statement), site.statement
             )
         ]
-        self._other_forwards_under_autocast([*models, *copies])
+        moved = [script.code(model) for _, model in script.model_moves()]  # (a teacher)
+        self._other_forwards_under_autocast([*models, *copies, *moved])
 
     def _other_forwards_under_autocast(self, models: Sequence[str]) -> None:
         """The model's other forwards (an evaluation under `no_grad`, a test loop) ran bf16 under
