@@ -54,3 +54,59 @@ PRECISION_IGNORE = ("XM5", "XM409")
 @pytest.fixture(scope="session")
 def precision_rules(catalogue: Catalogue) -> frozenset[str]:
     return catalogue.select((), PRECISION_IGNORE)
+
+
+# -- several workers (pytest-xdist: `-n 2 --dist loadgroup` in pyproject.toml's addopts) --------
+#
+# Two rules make the parallel run as fast as the work allows, without changing what runs:
+# - the tests of a module that share a module-scoped fixture (one set of torch-xla runs that
+#   many tests assert on) go to one worker together, as one unit, so the fixture runs once;
+#   every other test is a unit of its own, handed to whichever worker is free;
+# - units start in this order, the slowest modules first (measured: `--durations`), so the
+#   last unit to finish is a short one and both workers end within seconds of each other.
+#   (xdist keeps the order with --no-loadscope-reorder; without it, it sorts by test count.)
+SLOWEST_FIRST = (
+    "test_verify_e2e.py",
+    "test_rewrite_e2e.py",
+    "test_ray_e2e.py",
+    "test_verify_census_e2e.py",
+    "test_verify_manifest_e2e.py",
+    "test_runtime_xla.py",
+    "test_project_reads_e2e.py",
+    "test_verify_launcher_e2e.py",
+    "test_project_e2e.py",
+    "test_hf_trainer_e2e.py",
+    "test_zero1_xla_e2e.py",
+    "test_precommit.py",
+    "test_zero_gloo_e2e.py",
+    "test_xla_apis_e2e.py",
+    "test_lightning_e2e.py",
+    "test_option_gated_e2e.py",
+    "test_readme.py",
+    "test_resume_e2e.py",
+    "test_verify_recorder.py",
+    "test_runtime_distribution.py",
+    "test_scan_scaling.py",
+    "test_reads.py",
+    "test_runtime_dependencies.py",
+    "test_bad_input.py",
+)
+
+
+def _shares_a_module_fixture(item: pytest.Item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    return info is not None and any(
+        fixturedef.scope in ("module", "class")
+        for fixturedefs in info.name2fixturedefs.values()
+        for fixturedef in fixturedefs
+    )
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups off the markers
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.pluginmanager.hasplugin("xdist"):  # (which registers the marker)
+        for item in items:
+            if _shares_a_module_fixture(item):
+                item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+    rank = {name: index for index, name in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: same order within
