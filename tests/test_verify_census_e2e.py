@@ -34,6 +34,9 @@ REWRITES = {
     "backbone cast": ("frozen_backbone", "whole_model"),
     "ema left fp32": ("ema_deepcopy", "ema_left_fp32"),
     "ema cast": ("ema_deepcopy", "ema_cast"),
+    "float64 left": ("downcast_double", "running_loss_f64"),
+    "float64 float32": ("downcast_double", "running_loss_f32"),
+    "late flag migrated": ("late_flag", "recipe_applied"),
 }
 
 
@@ -164,3 +167,38 @@ def test_without_a_flag_the_note_says_the_rewrite_changes_only_api_calls(
     out = unflagged.stdout
     assert "note: xlamigrate rewrite changes only torch-xla API calls in this script" in out
     assert "changes nothing" not in out
+
+
+def test_float64_the_flag_stored_in_float32_is_divergent_naming_it(
+    verified: dict[str, tuple[int, dict[str, Any]]],
+) -> None:
+    """Issue 33 item 3: under XLA_DOWNCAST_BF16 the device held a float64 running loss in f32;
+    the rewrite that left it float64 holds it in f64. The rewrite xlamigrate writes now makes
+    it float32, and is equivalent."""
+    code, document = verified["float64 left"]
+    assert code == 1
+    comparison = only_comparison(document)
+    assert comparison["verdict"] == "divergent", comparison
+    assert comparison["reason"].startswith(
+        "1 tensor the legacy run stored in f32 is f64 in the rewrite: running_loss"
+    ), comparison["reason"]
+    assert census(document, "original")["running_loss"] == "f32"
+    code, document = verified["float64 float32"]
+    assert only_comparison(document)["verdict"] == "equivalent", document
+    assert census(document, "full-bf16")["running_loss"] == "f32"
+
+
+def test_a_recipe_for_a_flag_that_never_took_effect_is_divergent(
+    verified: dict[str, tuple[int, dict[str, Any]]],
+) -> None:
+    """Issue 33 item 6: the flag set after the model went to the device changed nothing (the
+    legacy census is all f32); a rewrite that applies the recipe anyway trains bf16."""
+    code, document = verified["late flag migrated"]
+    assert code == 1
+    assert set(census(document, "original").values()) == {"f32"}
+    comparison = only_comparison(document)
+    assert comparison["verdict"] == "divergent", comparison
+    assert comparison["reason"].startswith(
+        "8 tensors the legacy run stored in f32 are bf16 in the rewrite: model (8 tensors:"
+    ), comparison["reason"]
+    assert "did not take effect" in comparison["reason"]

@@ -374,6 +374,7 @@ def census_problem(
     after = list(rewritten.get("tensors", ()))
     widest = {kind: "f32" if mode.autocast_forward else "bf16" for kind in MODULE_KINDS}
     missed: list[dict[str, Any]] = []
+    narrowed: list[dict[str, Any]] = []  # a module's tensor the legacy run left wider
     kept: dict[str, int] = {}  # a kind of tensor kept wider by design: how many
     compared = 0
     for entry in after:
@@ -382,6 +383,8 @@ def census_problem(
             continue
         compared += 1
         stored, storing = _bytes(legacy["type"]), _bytes(entry["type"])
+        if storing < stored and entry["kind"] in MODULE_KINDS:
+            narrowed.append({**entry, "was": legacy["type"]})
         if storing <= stored:
             continue
         if storing > _bytes(widest.get(entry["kind"], "f32")):
@@ -389,16 +392,18 @@ def census_problem(
         else:
             kept[entry["kind"]] = kept.get(entry["kind"], 0) + 1
     if missed:
-        module_tensors = [e for e in after if e["kind"] in MODULE_KINDS or e["kind"] == "state"]
-        groups = _grouped(missed, module_tensors)
-        was = sorted({e["was"] for e in missed})
-        now = sorted({e["type"] for e in missed})
-        verb = "is" if len(missed) == 1 else "are"
-        return True, (
-            f"{len(missed)} tensor{_s(len(missed))} the legacy run stored in {'/'.join(was)} "
-            f"{verb} {'/'.join(now)} in the rewrite: {'; '.join(groups)}; the flag changed "
-            "every tensor on the device, not only the optimizer's: cast these too"
+        owners = [e for e in after if e["kind"] in MODULE_KINDS or e["kind"] == "state"]
+        why = (
+            "the flag changed every tensor on the device, not only the optimizer's: cast these too"
         )
+        return True, _stored_otherwise(missed, owners, why)
+    if narrowed:  # under a flag that took effect nothing of a module stays wider than bf16
+        owners = [e for e in after if e["kind"] in MODULE_KINDS]
+        why = (
+            "the flag did not take effect on them in the legacy run (set after the device"
+            " started?), so the rewrite changes how they train"
+        )
+        return True, _stored_otherwise(narrowed, owners, why)
     matmuls = _wide_matmuls(original.get("graph", {}), rewritten.get("graph", {}))
     if matmuls is not None:
         return True, matmuls
@@ -407,6 +412,18 @@ def census_problem(
         by_design = ", ".join(f"{count} {kind}{_s(count)}" for kind, count in sorted(kept.items()))
         detail += f", or wider by {mode.name}'s design ({by_design} in f32)"
     return False, detail
+
+
+def _stored_otherwise(tensors: list[dict[str, Any]], owners: list[dict[str, Any]], why: str) -> str:
+    """ "N tensors the legacy run stored in X are Y in the rewrite: <by module>; <why>"."""
+    was = "/".join(sorted({e["was"] for e in tensors}))
+    now = "/".join(sorted({e["type"] for e in tensors}))
+    verb = "is" if len(tensors) == 1 else "are"
+    groups = "; ".join(_grouped(tensors, owners))
+    return (
+        f"{len(tensors)} tensor{_s(len(tensors))} the legacy run stored in {was} {verb} {now} in"
+        f" the rewrite: {groups}; {why}"
+    )
 
 
 def _wide_matmuls(original: Mapping[str, Any], rewritten: Mapping[str, Any]) -> str | None:
