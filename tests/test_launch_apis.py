@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.test_framework_recipes import diff_of, remaining, rewrite_json
 from tests.test_cli import run_cli, write_files
+from tests.test_framework_recipes import diff_of, remaining, rewrite_json
 
 TRAIN = """\
 import torch
