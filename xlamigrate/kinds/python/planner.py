@@ -188,7 +188,7 @@ class Planner:
     def _places_naming(self, name: str) -> list[ast.AST]:
         """Where the plan puts code that names `name` (the statements it goes at)."""
         word = re.compile(rf"(?<![\w.]){re.escape(name)}\b")
-        anchored: list[tuple[object, Sequence[str]]] = [
+        anchored: list[tuple[Statement | ast.AST, Sequence[str]]] = [
             *self.plan.replacements.items(),
             *self.plan.before.items(),
             *self.plan.after.items(),
@@ -198,7 +198,7 @@ class Planner:
         places: list[ast.AST] = []
         for anchor, codes in anchored:
             if any(word.search(code) for code in codes):
-                places.append(anchor.body[0] if isinstance(anchor, Line) else anchor)  # type: ignore[arg-type]
+                places.append(anchor.body[0] if isinstance(anchor, Line) else anchor)
         return places
 
     def _bound_in_function(self, node: ast.AST, name: str) -> bool:
