@@ -47,6 +47,8 @@ RUNNABLE: dict[str, tuple[str, ...]] = {
     "xmp_spawn_train_loop": (),  # xmp.spawn -> _mp_fn -> train_loop_fn; GELU + MSE on fp32 targets
     "main_guard_spawn": (),  # the same, the flag set under `if __name__ == "__main__":`
     "frozen_backbone_ema": (),  # optimizer on the head, backbone added later, an EMA copy
+    "frozen_teacher_distillation": (),  # a teacher moved to the device with no optimizer
+    "eval_under_no_grad": (),  # the loss printed is an evaluation's, under no_grad
     "argparse_gated_flag": ("--bf16",),
 }
 GATED = "argparse_gated_flag"  # sets the flag only with --bf16; the rewrite must keep the gate
@@ -88,6 +90,7 @@ BROKEN_STEP = {
     "xmp_spawn_train_loop": "xm.optimizer_step(optimizer)",
     "main_guard_spawn": "xm.optimizer_step(optimizer)",
     "frozen_backbone_ema": "optimizer.step()",
+    "eval_under_no_grad": "optimizer.step()",
 }
 
 T = TypeVar("T")
