@@ -172,6 +172,8 @@ class Recorder:
             for values in current.state.values():
                 state.extend(v for key, v in values.items() if key != "step")
             inner = getattr(current, "optimizer", None)
+            if hasattr(inner, "state") and not isinstance(current.state, dict):
+                state.clear()  # (a wrapper's state is a view of its inner optimizer's: once)
             if inner is not None and hasattr(inner, "param_groups") and hasattr(inner, "state"):
                 masters = [p for group in inner.param_groups for p in group["params"]]
             current = inner if hasattr(inner, "state") else None

@@ -1091,7 +1091,7 @@ class Planner:
             func = call.func
             if not isinstance(func, ast.Name) or func.id not in names or not self._in_scope(call):
                 continue
-            if script.in_autocast(call) or self._wrapped(call):
+            if script.in_autocast(call) or self._wrapped(call) or self._reported(call):
                 continue
             line = script.statement_of(call)
             if isinstance(line, Line) and len(line.body) == 1:
@@ -1099,6 +1099,11 @@ class Planner:
             else:
                 subject = f"the forward pass `{script.code(call)}`"
                 self.remaining.append(self._manual("XM402", self._span(call), subject))
+
+    def _reported(self, node: Node) -> bool:
+        """Whether an XM402 already stands on the node's line (a training forward)."""
+        line = self._span(node).line
+        return any(f.code == "XM402" and f.span.line == line for f in self.remaining)
 
     def _wrapped(self, node: Node) -> bool:
         """Whether the plan already puts `node` under autocast (in a planned `with`)."""
