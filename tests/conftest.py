@@ -59,9 +59,9 @@ def precision_rules(catalogue: Catalogue) -> frozenset[str]:
 # -- several workers (pytest-xdist: `-n 2 --dist loadgroup` in pyproject.toml's addopts) --------
 #
 # Two rules make the parallel run as fast as the work allows, without changing what runs:
-# - the tests of a module that share a module-scoped fixture (one set of torch-xla runs that
-#   many tests assert on) go to one worker together, as one unit, so the fixture runs once;
-#   every other test is a unit of its own, handed to whichever worker is free;
+# - the tests that share a module-scoped fixture (one set of torch-xla runs that many tests
+#   assert on) go to one worker together, as one unit, so the fixture runs once; every other
+#   test is a unit of its own, handed to whichever worker is free;
 # - units start in this order, the slowest modules first (measured: `--durations`), so the
 #   last unit to finish is a short one and both workers end within seconds of each other.
 #   (xdist keeps the order with --no-loadscope-reorder; without it, it sorts by test count.)
@@ -93,20 +93,44 @@ SLOWEST_FIRST = (
 )
 
 
-def _shares_a_module_fixture(item: pytest.Item) -> bool:
+def _module_fixtures(item: pytest.Item) -> set[str]:
+    """The module- and class-scoped fixtures an item uses, directly or through others."""
     info = getattr(item, "_fixtureinfo", None)
-    return info is not None and any(
-        fixturedef.scope in ("module", "class")
-        for fixturedefs in info.name2fixturedefs.values()
-        for fixturedef in fixturedefs
-    )
+    if info is None:
+        return set()
+    return {
+        name
+        for name, fixturedefs in info.name2fixturedefs.items()
+        if any(fixturedef.scope in ("module", "class") for fixturedef in fixturedefs)
+    }
+
+
+def _shared_fixture_groups(items: list[pytest.Item]) -> dict[pytest.Item, str]:
+    """Per module, the tests joined by the module-scoped fixtures they share (a test using two
+    joins their users): one group each, named after the module and one of the fixtures. Groups
+    of one module may run on different workers: none shares a fixture with another."""
+    parent: dict[tuple[str, str], tuple[str, str]] = {}
+
+    def root(key: tuple[str, str]) -> tuple[str, str]:
+        while parent.setdefault(key, key) != key:
+            key = parent[key]
+        return key
+
+    uses: dict[pytest.Item, tuple[str, str]] = {}
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        keys = sorted((module, name) for name in _module_fixtures(item))
+        if keys:
+            uses[item] = keys[0]
+            for key in keys[1:]:
+                parent[root(key)] = root(keys[0])
+    return {item: "::".join(root(key)) for item, key in uses.items()}
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups off the markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if config.pluginmanager.hasplugin("xdist"):  # (which registers the marker)
-        for item in items:
-            if _shares_a_module_fixture(item):
-                item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+        for item, group in _shared_fixture_groups(items).items():
+            item.add_marker(pytest.mark.xdist_group(group))
     rank = {name: index for index, name in enumerate(SLOWEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: same order within
