@@ -28,27 +28,31 @@ pytestmark = needs_torch_xla_platform
 
 CASES = FIXTURES / "verify"
 STEPS = "4"
-# (fixture, hand rewrite): each verified once, in full-bf16, the rewrite given with --rewritten
-REWRITES = {
-    "backbone left fp32": ("frozen_backbone", "head_only"),
-    "backbone cast": ("frozen_backbone", "whole_model"),
-    "ema left fp32": ("ema_deepcopy", "ema_left_fp32"),
-    "ema cast": ("ema_deepcopy", "ema_cast"),
-    "float64 left": ("downcast_double", "running_loss_f64"),
-    "float64 float32": ("downcast_double", "running_loss_f32"),
-    "late flag migrated": ("late_flag", "recipe_applied"),
+# label: (fixture, hand rewrite given with --rewritten, or None for xlamigrate's own, modes).
+# The hand rewrites are the wrong ones (what xlamigrate wrote before issue 33, or a recipe for a
+# flag that never took effect); each case's right one is xlamigrate's, verified beside them.
+REWRITES: dict[str, tuple[str, str | None, str]] = {
+    "backbone left fp32": ("frozen_backbone", "head_only", "full-bf16"),
+    "backbone cast": ("frozen_backbone", None, "full-bf16"),
+    "ema left fp32": ("ema_deepcopy", "ema_left_fp32", "full-bf16"),
+    "ema cast": ("ema_deepcopy", None, "full-bf16"),
+    "float64 left": ("downcast_double", "running_loss_f64", "full-bf16"),
+    "float64 float32": ("downcast_double", None, "all"),
+    "evaluation outside autocast": ("eval_each_epoch", "train_forward_only", "autocast"),
+    "evaluation in the recipe": ("eval_each_epoch", None, "all"),
+    "late flag migrated": ("late_flag", "recipe_applied", "full-bf16"),
 }
 
 
 @pytest.fixture(scope="module")
 def verified(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, dict[str, Any]]]:
     results = {}
-    for label, (case, rewrite) in REWRITES.items():
+    for label, (case, rewrite, mode) in REWRITES.items():
         folder = tmp_path_factory.mktemp(case)
         script = folder / "train.py"
         shutil.copyfile(CASES / f"{case}.py", script)
-        options = ("--rewritten", str(CASES / f"{case}.{rewrite}.py"), "-m", "full-bf16")
-        result = verify(script, *options, "--steps", STEPS, "--format", "json")
+        given = ("--rewritten", str(CASES / f"{case}.{rewrite}.py")) if rewrite else ()
+        result = verify(script, *given, "-m", mode, "--steps", STEPS, "--format", "json")
         try:
             results[label] = (result.returncode, json.loads(result.stdout))
         except json.JSONDecodeError:
@@ -184,8 +188,51 @@ def test_float64_the_flag_stored_in_float32_is_divergent_naming_it(
     ), comparison["reason"]
     assert census(document, "original")["running_loss"] == "f32"
     code, document = verified["float64 float32"]
-    assert only_comparison(document)["verdict"] == "equivalent", document
-    assert census(document, "full-bf16")["running_loss"] == "f32"
+    assert code == 0, json.dumps(document, indent=1)
+    for comparison in document["comparisons"]:  # xlamigrate's rewrite, in every mode
+        assert comparison["verdict"] == "equivalent", comparison
+        assert census(document, comparison["mode"])["running_loss"] == "f32"
+
+
+def test_an_evaluation_left_outside_autocast_is_divergent_naming_the_forward(
+    verified: dict[str, tuple[int, dict[str, Any]]],
+) -> None:
+    """Issue 33 item 4: the flag ran the evaluation (under no_grad, after each epoch's two
+    steps) in bf16; an autocast region around the training forward alone leaves it f32, which
+    neither the losses nor the step graph show."""
+    code, document = verified["evaluation outside autocast"]
+    assert code == 1
+    comparison = only_comparison(document)
+    assert comparison["verdict"] == "divergent", comparison
+    assert comparison["reason"].startswith(
+        "the forward of model under no_grad at train.py:18 runs 2 of its 2 matmuls in float32 "
+        "where the legacy run ran 0"
+    ), comparison["reason"]
+    checks = {check["name"]: check["passed"] for check in comparison["checks"]}
+    assert checks["mechanism"] and not checks["census"]  # autocast is on around the training
+    assert comparison["max_gap"] < 0.05  # and the losses alone would have passed
+    (legacy,) = document["runs"]["original"]["census"]["evaluations"]
+    assert (legacy["module"], legacy["context"], legacy["site"]) == (
+        "model",
+        "no_grad",
+        "train.py:17",
+    )
+    assert legacy["graph"]["dot"] == {"bf16": 2}
+
+
+def test_every_evaluation_runs_in_the_recipe_in_every_mode(
+    verified: dict[str, tuple[int, dict[str, Any]]],
+) -> None:
+    """xlamigrate's autocast rewrite opens a region around the evaluation's forward too; the
+    cast modes run it on the bf16 model."""
+    code, document = verified["evaluation in the recipe"]
+    assert code == 0, json.dumps(document, indent=1)
+    for comparison in document["comparisons"]:
+        assert comparison["verdict"] == "equivalent", comparison
+        census_check = next(c for c in comparison["checks"] if c["name"] == "census")
+        assert "1 forward outside training as well (model (no_grad))" in census_check["detail"]
+        (seen,) = document["runs"][comparison["mode"]]["census"]["evaluations"]
+        assert seen["graph"]["dot"] == {"bf16": 2}, comparison["mode"]
 
 
 def test_a_recipe_for_a_flag_that_never_took_effect_is_divergent(

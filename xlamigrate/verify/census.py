@@ -113,6 +113,17 @@ def take(
     return census
 
 
+def evaluation(module: Any, output: Any, context: str) -> dict[str, Any]:
+    """One forward of `module` outside a training step (`context`: "no_grad", or "eval mode"
+    where gradients are on): its name in the script, where the script called it, and the element
+    types of the graph that computes its output. Under the flag an evaluation, a test loop or a
+    teacher ran bf16 like the training forward; a rewrite that puts only the training forward in
+    its recipe (autocast around the step) runs them in f32, which the step graph cannot show."""
+    name, site = _caller(module)
+    tensors = [tensor for tensor in _tensors_in(output, SEARCH_DEPTH) if _on_xla(tensor)]
+    return {"module": name, "context": context, "site": site, "graph": graph_types(tensors)}
+
+
 def graph_types(tensors: list[Any]) -> dict[str, dict[str, int]]:
     """Op counts per element type of the HLO that would compute `tensors` now (the step's
     pending graph: forward, backward and update, unless the script synced in between):
@@ -253,6 +264,46 @@ def _script_frames(main: Any) -> Iterator[FrameType]:
         ):
             yield frame
         frame = frame.f_back
+
+
+def _caller(module: Any) -> tuple[str, str]:
+    """(the script's name for `module` where it calls it, "file.py:line" of the call): the
+    innermost frame of the script's folder on the stack, a local (or global) variable holding the
+    module, else an attribute of one (`self.model`), else the module's class."""
+    main = sys.modules.get("__main__")
+    script = getattr(main, "__file__", None)
+    folder = os.path.dirname(os.path.abspath(script)) + os.sep if script else None
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        filename = os.path.abspath(frame.f_code.co_filename)
+        library = "site-packages" in filename or "dist-packages" in filename
+        if folder and filename.startswith(folder) and not library:
+            break
+        frame = frame.f_back
+    if frame is None:
+        return type(module).__name__, ""
+    site = f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+    scope = list(frame.f_locals.items())
+    for name, value in scope:
+        if value is module:
+            return name, site
+    for name, value in scope:
+        if _searchable(value) and not isinstance(value, (dict, list, tuple)):
+            for member, item in _members(value):
+                if item is module:
+                    return f"{name}{member}", site
+    return type(module).__name__, site
+
+
+def _tensors_in(value: Any, depth: int) -> Iterator[Any]:
+    """The tensors of a forward's output: itself, or in its tuples, lists and dicts (a
+    transformers ModelOutput is a dict)."""
+    if _is_tensor(value):
+        yield value
+    elif depth > 0 and isinstance(value, (dict, list, tuple)):
+        items = value.values() if isinstance(value, dict) else value
+        for item in list(items)[:100]:
+            yield from _tensors_in(item, depth - 1)
 
 
 def _indexed(name: str, counters: Counter[str]) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -407,7 +407,16 @@ def census_problem(
     matmuls = _wide_matmuls(original.get("graph", {}), rewritten.get("graph", {}))
     if matmuls is not None:
         return True, matmuls
+    evaluations = _wide_evaluations(
+        original.get("evaluations", ()), rewritten.get("evaluations", ())
+    )
+    if evaluations:
+        return True, "; ".join(evaluations)
     detail = f"{compared} tensors on the device as the legacy run stored them"
+    same = _matched_evaluations(original.get("evaluations", ()), rewritten.get("evaluations", ()))
+    if same:
+        detail += f"; {len(same)} forward{_s(len(same))} outside training as well ({same[0]}"
+        detail += ", ...)" if len(same) > 1 else ")"
     if kept:
         by_design = ", ".join(f"{count} {kind}{_s(count)}" for kind, count in sorted(kept.items()))
         detail += f", or wider by {mode.name}'s design ({by_design} in f32)"
@@ -432,13 +441,8 @@ def _wide_matmuls(original: Mapping[str, Any], rewritten: Mapping[str, Any]) -> 
     if not original or not rewritten:
         return None
 
-    def wide(graph: Mapping[str, Any]) -> tuple[int, int]:
-        counts = [graph.get(op, {}) for op in MATMULS]
-        total = sum(sum(count.values()) for count in counts)
-        return sum(n for count in counts for t, n in count.items() if _bytes(t) > 2), total
-
-    legacy_wide, _ = wide(original)
-    rewrite_wide, total = wide(rewritten)
+    legacy_wide, _ = _wide_count(original)
+    rewrite_wide, total = _wide_count(rewritten)
     if rewrite_wide <= legacy_wide:
         return None
     return (
@@ -446,6 +450,51 @@ def _wide_matmuls(original: Mapping[str, Any], rewritten: Mapping[str, Any]) -> 
         f"run in float32 where the legacy run ran {legacy_wide}: a module's forward runs "
         "outside the recipe (a cast it missed, or outside the autocast region)"
     )
+
+
+def _matched_evaluations(
+    original: Iterable[Mapping[str, Any]], rewritten: Iterable[Mapping[str, Any]]
+) -> list[str]:
+    """ "model (no_grad)" for each forward outside training both runs made, paired by the
+    module's name in the script and the context."""
+    before = {(e["module"], e["context"]): e for e in original if e.get("graph")}
+    return [
+        f"{e['module']} ({e['context']})"
+        for e in rewritten
+        if e.get("graph") and (e["module"], e["context"]) in before
+    ]
+
+
+def _wide_evaluations(
+    original: Iterable[Mapping[str, Any]], rewritten: Iterable[Mapping[str, Any]]
+) -> list[str]:
+    """A forward outside training (an evaluation under no_grad, a teacher, a test loop) whose
+    graph runs more matmuls in float32 than the same forward did under the flag: one sentence
+    each, naming the module and where the script calls it."""
+    before = {(e["module"], e["context"]): e for e in original if e.get("graph")}
+    found = []
+    for entry in rewritten:
+        legacy = before.get((entry["module"], entry["context"]))
+        if legacy is None or not entry.get("graph"):
+            continue
+        rewrite_wide, total = _wide_count(entry["graph"])
+        legacy_wide, _ = _wide_count(legacy["graph"])
+        if rewrite_wide > legacy_wide:
+            where = f" at {entry['site']}" if entry.get("site") else ""
+            found.append(
+                f"the forward of {entry['module']} under {entry['context']}{where} runs "
+                f"{rewrite_wide} of its {total} matmuls in float32 where the legacy run ran "
+                f"{legacy_wide}: the flag ran every forward in bf16, evaluations too; run this one "
+                "in the recipe as well (inside the autocast region, or on the cast model)"
+            )
+    return found
+
+
+def _wide_count(graph: Mapping[str, Any]) -> tuple[int, int]:
+    """(matmul-class ops wider than 16 bits, all of them) of a census graph."""
+    counts = [graph.get(op, {}) for op in MATMULS]
+    total = sum(sum(count.values()) for count in counts)
+    return sum(n for count in counts for t, n in count.items() if _bytes(t) > 2), total
 
 
 def _grouped(missed: list[dict[str, Any]], tensors: list[dict[str, Any]]) -> list[str]:

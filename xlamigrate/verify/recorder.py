@@ -62,6 +62,10 @@ class Recorder:
         self.limit = limit
         self.census_on = census
         self.census: dict[str, Any] = {}  # census.take(), once
+        # forwards outside training (evaluations, teachers), by "name (context)": what the
+        # step's graph does not hold (census.evaluation); the first call of each only
+        self.evaluations: dict[str, dict[str, Any]] = {}
+        self.evaluated: set[tuple[int, str]] = set()
         self.paused = 0.0  # seconds spent taking the census: not the script's time
         # every module the run built or copied, and every optimizer that stepped (by id)
         self.modules: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
@@ -88,13 +92,35 @@ class Recorder:
             "backwards_in_autocast": 0,
         }
 
-    def on_forward_start(self, module: Any, autocast_on: bool) -> None:
+    def on_forward_start(self, module: Any, autocast_on: bool, grad_enabled: bool = True) -> None:
         self.module_depth += 1
-        if self.module_depth == 1 and next(iter(module.parameters()), None) is not None:
+        if (
+            self.module_depth == 1
+            and grad_enabled  # an evaluation's forward is the census's (on_forward_end)
+            and next(iter(module.parameters()), None) is not None
+        ):
             self.forwards_since_backward.append(autocast_on)
 
-    def on_forward_end(self) -> None:
+    def on_forward_end(self, module: Any, output: Any, grad_enabled: bool) -> None:
         self.module_depth = max(0, self.module_depth - 1)
+        if self.module_depth == 0 and self.census_on and not (grad_enabled and module.training):
+            self._note_evaluation(module, output, "eval mode" if grad_enabled else "no_grad")
+
+    def _note_evaluation(self, module: Any, output: Any, context: str) -> None:
+        """The first forward outside training of each module holding parameters, in each
+        context (census.evaluation): not its later calls, which run the same graph."""
+        key = (id(module), context)
+        if key in self.evaluated or next(iter(module.parameters()), None) is None:
+            return
+        self.evaluated.add(key)
+        started = time.monotonic()
+        try:
+            seen = _census_module().evaluation(module, output, context)
+        except Exception as error:  # the census observes; it never stops the run
+            seen = {"module": type(module).__name__, "context": context, "error": str(error)}
+        seen["seconds"] = round(time.monotonic() - started, 4)
+        self.evaluations.setdefault(f"{seen['module']} ({context})", seen)
+        self.paused += time.monotonic() - started
 
     def on_backward(self, tensors: Any, autocast_on: bool = False) -> None:
         self._register_exit()
@@ -225,7 +251,9 @@ class Recorder:
             "flags": self.flags,
             "mechanism": self.mechanism,
             "memory": self.memory,
-            "census": self.census,
+            "census": {**self.census, "evaluations": list(self.evaluations.values())}
+            if self.census
+            else {},
             "seconds_per_step": self._seconds_per_step(),
             "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
             "seconds": time.monotonic() - self.started,
@@ -309,10 +337,15 @@ def install(torch: ModuleType, recorder: Recorder) -> None:
     modules = importlib.import_module("torch.nn.modules.module")
     _note_modules(modules.Module, recorder)
     modules.register_module_forward_pre_hook(
-        lambda module, args: recorder.on_forward_start(module, xla_bf16_autocast())
+        lambda module, args: recorder.on_forward_start(
+            module, xla_bf16_autocast(), torch.is_grad_enabled()
+        )
     )
     modules.register_module_forward_hook(
-        lambda module, args, output: recorder.on_forward_end(), always_call=True
+        lambda module, args, output: recorder.on_forward_end(
+            module, output, torch.is_grad_enabled()
+        ),
+        always_call=True,
     )
     optimizer_module = importlib.import_module("torch.optim.optimizer")
     optimizer_module.register_optimizer_step_pre_hook(lambda opt, a, k: recorder.before_step(opt))

@@ -521,7 +521,7 @@ class TrainingScript:
                 isinstance(assign, ast.Assign)
                 and len(assign.targets) == 1
                 and isinstance(assign.targets[0], ast.Name)
-                and assign.value is call
+                and _innermost_call(assign.value) is call
             ):
                 found.append((statement, assign.targets[0]))
         return found
@@ -1108,3 +1108,15 @@ def _keyword_added(script: TrainingScript, call: ast.Call, keyword: str) -> str 
 
 def _end(node: ast.AST) -> tuple[int, int]:
     return (getattr(node, "end_lineno", 0) or 0, getattr(node, "end_col_offset", 0) or 0)
+
+
+def _innermost_call(value: ast.expr) -> ast.expr:
+    """The call a chain of method calls starts from: `copy.deepcopy(model)` in
+    `copy.deepcopy(model).requires_grad_(False).eval()`."""
+    while (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and isinstance(value.func.value, ast.Call)
+    ):
+        value = value.func.value
+    return value
