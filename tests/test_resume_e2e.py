@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -22,6 +20,7 @@ import pytest
 
 from tests.conftest import FIXTURES, needs_torch_xla_platform
 from tests.test_rewrite_e2e import LOSS_RTOL, PARAM_DTYPE
+from tests.xla_children import run_python
 from xlamigrate.kinds.python.rewrite import MODES
 
 pytestmark = needs_torch_xla_platform
@@ -32,10 +31,7 @@ CASE = "tied_lm_resume"
 def run(script: Path, checkpoint: Path) -> dict[str, Any]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("XLA_")}
     env["PJRT_DEVICE"] = "CPU"
-    result = subprocess.run(
-        [sys.executable, str(script), str(checkpoint)],
-        capture_output=True, text=True, env=env, timeout=600, cwd=script.parent,
-    )  # fmt: skip
+    result = run_python([str(script), str(checkpoint)], script.parent, env, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     document: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
     return document

@@ -31,6 +31,7 @@ from typing import TypeVar
 import pytest
 
 from tests.conftest import FIXTURES, PRECISION_IGNORE, needs_torch_xla_platform
+from tests.xla_children import run_python
 from xlamigrate.kinds.python.rewrite import MODES
 
 pytestmark = needs_torch_xla_platform
@@ -120,14 +121,11 @@ def clean_env() -> dict[str, str]:
 
 
 def run_training_script(label: str, name: str, text: str, args: tuple[str, ...]) -> Run:
-    """Runs `text` as `name` in a fresh temporary folder, in its own interpreter."""
+    """Runs `text` as `name` in a fresh temporary folder (a child of the fork server)."""
     with tempfile.TemporaryDirectory(prefix="xlamigrate-e2e-") as folder:
         (Path(folder) / name).write_text(text)
         started = time.monotonic()
-        result = subprocess.run(
-            [sys.executable, name, *args],
-            cwd=folder, env=clean_env(), capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
+        result = run_python([name, *args], folder, clean_env(), timeout=300)
     seconds = time.monotonic() - started
     lines = result.stdout.strip().splitlines()
     try:

@@ -12,26 +12,23 @@ import itertools
 import json
 import math
 import os
-import subprocess
-import sys
 from typing import Any
 
 import pytest
 
 from tests.conftest import ROOT, needs_torch_xla_platform
+from tests.xla_children import run_python
 
 SCRIPTS = ROOT / "tests" / "runtime_scripts"
 
 pytestmark = needs_torch_xla_platform
 
 
-def run_script(name: str, *args: str) -> dict[str, Any]:
-    """Runs a scenario script on the CPU PJRT device; its last stdout line is the JSON result."""
-    result = subprocess.run(
-        [sys.executable, str(SCRIPTS / name), *args],
-        env={**os.environ, "PJRT_DEVICE": "CPU"},
-        capture_output=True, text=True, timeout=300, cwd=ROOT,
-    )  # fmt: skip
+def run_script(name: str, *args: str, fresh: bool = False) -> dict[str, Any]:
+    """Runs a scenario script on the CPU PJRT device (`fresh`: in a new interpreter, which has
+    not imported torch-xla yet); its last stdout line is the JSON result."""
+    argv, env = [str(SCRIPTS / name), *args], {**os.environ, "PJRT_DEVICE": "CPU"}
+    result = run_python(argv, ROOT, env, timeout=300, fresh=fresh)
     if result.returncode != 0:
         pytest.fail(f"{name} {' '.join(args)} exited {result.returncode}:\n{result.stderr[-4000:]}")
     lines = result.stdout.strip().splitlines()
@@ -198,7 +195,7 @@ def test_reloading_the_same_state_keeps_master_precision_on_xla(
 
 @pytest.fixture(scope="module")
 def autocast_and_flags() -> dict[str, Any]:
-    return run_script("autocast_and_flags_xla.py")
+    return run_script("autocast_and_flags_xla.py", fresh=True)  # torch_xla's import is tested
 
 
 def test_bf16_autocast_on_xla_runs_matmuls_in_bf16_and_keeps_params_fp32(
@@ -235,10 +232,9 @@ def test_enable_stochastic_rounding_warns_only_after_the_xla_device_was_used(
 def test_fp32_made_inside_forward_fails_a_bare_bf16_model_on_xla() -> None:
     """Hazard 1, measured: `F.linear` of fp32 positions made in `forward` promotes when traced,
     and the promoted result meeting a bf16 bias fails the HLO verifier at the step."""
-    result = subprocess.run(
-        [sys.executable, str(SCRIPTS / "casts_inside_forward_xla.py"), "bare"],
-        env={**os.environ, "PJRT_DEVICE": "CPU"},
-        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    result = run_python(
+        [str(SCRIPTS / "casts_inside_forward_xla.py"), "bare"], ROOT,
+        {**os.environ, "PJRT_DEVICE": "CPU"}, timeout=300,
     )  # fmt: skip
     assert result.returncode != 0
     assert "mixed precision is disallowed" in result.stderr

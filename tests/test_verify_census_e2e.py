@@ -143,7 +143,8 @@ def unflagged(tmp_path_factory: pytest.TempPathFactory) -> subprocess.CompletedP
     folder = tmp_path_factory.mktemp("no_flag")
     script = folder / "train.py"
     shutil.copyfile(CASES / "no_flag.py", script)
-    return verify(script, "-m", "full-bf16", "--steps", "3")
+    # each run in an interpreter of its own, as without a fork server (forkserver.py)
+    return verify(script, "-m", "full-bf16", "--steps", "3", env={"XLAMIGRATE_VERIFY_FORK": "0"})
 
 
 def test_without_a_flag_verify_says_not_verified_and_exits_1(

@@ -30,12 +30,16 @@ LEGACY_WRITE = 'os.environ["XLA_USE_BF16"] = "1"\n'
 
 
 def verify(
-    script: Path, *options: str, cwd: Path | None = None, timeout: int = 400
+    script: Path,
+    *options: str,
+    cwd: Path | None = None,
+    timeout: int = 400,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "xlamigrate.cli", "verify", str(script), *options],
-        cwd=cwd or script.parent, env=clean_env(), capture_output=True, text=True,
-        timeout=timeout,
+        cwd=cwd or script.parent, env={**clean_env(), **(env or {})}, capture_output=True,
+        text=True, timeout=timeout,
     )  # fmt: skip
 
 

@@ -28,6 +28,7 @@ import pytest
 from tests.conftest import FIXTURES, needs_torch_xla_platform
 from tests.test_rewrite_e2e import LEGACY_NOTICE, LOSS_RTOL
 from tests.test_verify_e2e import verify_json
+from tests.xla_children import run_python
 from xlamigrate.kinds.python.rewrite import MODES
 
 pytestmark = needs_torch_xla_platform
@@ -80,10 +81,7 @@ def _run(label: str) -> Run:
             )  # fmt: skip
             assert rewrite.returncode == 0, rewrite.stdout + rewrite.stderr
             printed = rewrite.stdout
-        trained = subprocess.run(
-            [sys.executable, script.name],
-            cwd=folder, env=_environment(), capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
+        trained = run_python([script.name], folder, _environment(), timeout=600)
         return Run(printed, script.read_text(), trained.returncode, trained.stdout + trained.stderr)
 
 

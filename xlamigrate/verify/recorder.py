@@ -406,7 +406,9 @@ def _chain_next_sitecustomize() -> None:
         spec.loader.exec_module(module)
 
 
-def _activate() -> None:
+def activate_recorder() -> None:
+    """Starts recording if XLAMIGRATE_VERIFY_RECORD names a folder: at once where torch is
+    imported (a child of verify's fork server, zygote.py), else when the script imports it."""
     folder = os.environ.get(RECORD_DIR)
     if folder:
         census = os.environ.get(CENSUS, "1") != "0"
@@ -416,6 +418,10 @@ def _activate() -> None:
             install(torch, recorder)
         else:
             sys.meta_path.insert(0, _AfterTorchImport(recorder))
+
+
+def _activate() -> None:
+    activate_recorder()
     _chain_next_sitecustomize()
 
 

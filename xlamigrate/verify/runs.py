@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from xlamigrate.flagvalue import torch_xla_enabled
-from xlamigrate.verify import census, recorder
+from xlamigrate.verify import census, forkserver, recorder, zygote
 
 LEGACY_FLAGS = ("XLA_USE_BF16", "XLA_DOWNCAST_BF16")
 TAIL_LINES = 15
@@ -92,6 +92,7 @@ def install_shim(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(recorder.__file__, folder / "sitecustomize.py")
     shutil.copyfile(census.__file__, folder / f"{recorder.CENSUS_MODULE}.py")
+    shutil.copyfile(zygote.__file__, folder / forkserver.SERVER_FILE)
     if find_spec(RUNTIME_MODULE) is None:
         (folder / RUNTIME_MODULE).symlink_to(runtime_source(), target_is_directory=True)
     return folder
@@ -118,32 +119,32 @@ def run_environment(
     return env
 
 
-def run(spec: RunSpec) -> RunResult:
+def run(spec: RunSpec, server: forkserver.ForkServer | None = None) -> RunResult:
+    """Runs `spec` as a child of `server` (a script verify's interpreter runs), else in a new
+    process."""
     env = dict(spec.env)
     env[recorder.RECORD_DIR] = str(spec.records)
     env[recorder.STEP_LIMIT] = str(spec.steps)
     spec.records.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    with subprocess.Popen(
-        spec.command,
-        cwd=spec.cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    ) as process:  # fmt: skip
-        try:
-            _, raw = process.communicate(timeout=spec.timeout)
-            returncode: int | None = process.returncode
-        except subprocess.TimeoutExpired:
-            process.kill()
-            _, raw = process.communicate()
-            returncode = None
-    stderr = (raw or b"").decode("utf-8", "replace")
+    outcome = None
+    if server is not None and spec.interpreter is None:
+        log = spec.records.parent / f"{spec.records.name}.stderr"
+        shim = Path(env["PYTHONPATH"].split(os.pathsep)[0]) / "sitecustomize.py"
+        argv = spec.command[1:]
+        outcome = server.run(argv, spec.cwd, env, log, spec.timeout, shim)
+    if outcome is not None:
+        pid, returncode = outcome.pid, outcome.returncode
+        stderr = log.read_bytes().decode("utf-8", "replace") if log.exists() else ""
+    else:
+        pid, returncode, stderr = _new_process(spec, env)
     seconds = time.monotonic() - started
     tail = "\n".join(stderr.rstrip().splitlines()[-TAIL_LINES:])
     record = _main_record(spec.records)
     if (
         record is not None
         and record["stopped_at_limit"]
-        and record.get("pid") != process.pid
+        and record.get("pid") != pid
         and returncode is not None
     ):
         # The shim ended a worker the script started (xmp.spawn, a process pool) at the step
@@ -180,6 +181,23 @@ def run(spec: RunSpec) -> RunResult:
                 "python command reached): its own steps failed here; see its stderr"
             )
     return replace(result, problem=problem)
+
+
+def _new_process(spec: RunSpec, env: Mapping[str, str]) -> tuple[int, int | None, str]:
+    """(pid, exit code or None at the timeout, stderr) of `spec` run in a new process."""
+    with subprocess.Popen(
+        spec.command,
+        cwd=spec.cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    ) as process:  # fmt: skip
+        try:
+            _, raw = process.communicate(timeout=spec.timeout)
+            returncode: int | None = process.returncode
+        except subprocess.TimeoutExpired:
+            process.kill()
+            _, raw = process.communicate()
+            returncode = None
+    return process.pid, returncode, (raw or b"").decode("utf-8", "replace")
 
 
 def _main_record(folder: Path) -> dict[str, Any] | None:

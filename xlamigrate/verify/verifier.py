@@ -15,6 +15,7 @@ from pathlib import Path
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.model import Finding
 from xlamigrate.request import DEFAULT_MODE, STANDALONE, RewriteRequest
+from xlamigrate.verify import forkserver
 from xlamigrate.verify.compare import (
     PASSING,
     RTOL,
@@ -143,8 +144,16 @@ def verify(
             f"running {', '.join(spec.label for spec in specs)} on torch-xla (PJRT_DEVICE=CPU), "
             f"{options.steps} optimizer steps each"
         )
-        with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
-            results = {result.label: _named(result, work) for result in pool.map(run, specs)}
+        server = None
+        if any(spec.interpreter is None for spec in specs):
+            server = forkserver.start(shim, run_environment(os.environ, [shim]), work)
+        try:
+            with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
+                ran = pool.map(lambda spec: run(spec, server), specs)
+                results = {result.label: _named(result, work) for result in ran}
+        finally:
+            if server is not None:
+                server.close()
     for mode, root in copies.items():  # the copy's paths, as the original's, in its launches
         original_root = str(project_root(script))
         launched = tuple(line.replace(root, original_root) for line in results[mode].launches)
