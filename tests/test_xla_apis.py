@@ -215,9 +215,8 @@ def test_scan_and_rewrite_read_the_projects_pins_and_the_option_overrides_them(
     ]
     result = run_cli("rewrite", "--torch-xla-version", "2.4", ".", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert (tmp_path / "train.py").read_text() == (
-        "import torch_xla.core.xla_model as xm\nimport torch_xla\n\ntorch_xla.sync()\n"
-    )
+    # xm's one use became torch_xla.sync(): its import goes with it
+    assert (tmp_path / "train.py").read_text() == "import torch_xla\n\ntorch_xla.sync()\n"
     bad = run_cli("scan", "--torch-xla-version", "two", ".", cwd=tmp_path)
     assert bad.returncode == 2 and "--torch-xla-version takes a release like 2.1" in bad.stderr
 
@@ -279,7 +278,7 @@ def test_a_notebook_cell_is_scanned_and_rewritten_too(catalogue: Catalogue) -> N
     outcome = rewrite_source("nb.ipynb", data, "notebook", catalogue, enabled, "full-bf16")
     assert outcome.rewritten is not None
     source = "".join(json.loads(outcome.rewritten)["cells"][0]["source"])
-    assert source == "import torch_xla.core.xla_model as xm\nimport torch_xla\n\ntorch_xla.sync()\n"
+    assert source == "import torch_xla\n\ntorch_xla.sync()\n"  # xm, no longer used, is gone
 
 
 # --- runtime variables (XM503) ---------------------------------------------------------------

@@ -48,7 +48,11 @@ def render_text(report: VerifyReport, color: bool = False, width: int | None = W
 
     console = Console(width=width, force_terminal=color, no_color=not color, record=True)
     with console.capture() as captured:
-        legacy = ", ".join(report.legacy_on) or "no legacy flag on"
+        legacy = ", ".join(report.legacy_on) or (
+            f"{', '.join(report.ineffective)} set, to no effect"
+            if report.ineffective
+            else "no legacy flag on"
+        )
         console.print(f"xlamigrate verify {report.script}: original ran with {legacy}", **PLAIN)
         table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
         for column in COLUMNS:
@@ -250,6 +254,7 @@ def render_json(report: VerifyReport) -> str:
         "rtol": options.rtol,
         "window": options.window,
         "legacy_flags": list(report.legacy_on),
+        "ineffective_flags": list(report.ineffective),
         "reference_problem": report.reference_problem,
         "runs": {label: _run_json(run) for label, run in report.runs.items()},
         "comparisons": [_comparison_json(comparison) for comparison in report.comparisons],

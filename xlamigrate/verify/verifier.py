@@ -22,6 +22,7 @@ from xlamigrate.verify.compare import (
     WINDOW,
     Comparison,
     compare,
+    no_flag_effect,
     not_verified,
     reference_problem,
 )
@@ -53,6 +54,8 @@ from xlamigrate.verify.runs import (
 )
 
 ORIGINAL = "original"
+# findings on a legacy flag write that the rewrite leaves where it is
+WRITES_LEFT = frozenset({"XM411"})
 # What the original ran with, where it crashed before recording it and the rewrite shows that
 # the script sets a legacy flag itself.
 SCRIPT_SETS_A_FLAG = "the legacy flag the script sets"
@@ -99,6 +102,7 @@ class VerifyReport:
     comparisons: tuple[Comparison, ...]
     legacy_on: tuple[str, ...]  # "XLA_USE_BF16=1": the flags the original ran with
     notes: tuple[str, ...]
+    ineffective: tuple[str, ...] = ()  # flags on in its environment that took no effect
 
     @property
     def equivalent(self) -> bool:
@@ -164,12 +168,20 @@ def verify(
         legacy_on = tuple(legacy_flags_on(options.legacy_env or {})) or (
             (SCRIPT_SETS_A_FLAG,) if any(r.changed for r in rewrites) else ()
         )
+    ineffective = legacy_on if legacy_on and no_flag_effect(original.census) else ()
+    if ineffective:
+        notes.append(
+            f"{', '.join(ineffective)} was on in the original's environment but took no effect: "
+            "it held everything on the device in float32 (a flag set after the device started, "
+            "XM411), so it trained in float32 and every rewrite must too"
+        )
+        legacy_on = ()
     if original.ok and not legacy_on and launcher:
         notes.append(
             "this configuration of the launcher sets no legacy flag: every migration must "
             "launch the same commands and train in float32, as it did"
         )
-    elif original.ok and not legacy_on:
+    elif original.ok and not legacy_on and not ineffective:
         notes.append(
             "the original ran without a legacy flag on, so it trained in float32 and every "
             "rewrite must too; pass the script's options that set the flag after `--`, or "
@@ -178,11 +190,11 @@ def verify(
     comparisons = tuple(
         compare(original, results[r.mode], catalogue.modes[r.mode], bool(legacy_on),
                 options.rtol, options.window,
-                catalogue.modes[r.mode].environment_on(options.target))
+                catalogue.modes[r.mode].environment_on(options.target), ineffective)
         for r in rewrites
     )  # fmt: skip
     if original.ok and not legacy_on and not launcher:
-        hint = _unverified_hint(rewrites)
+        hint = _unverified_hint(rewrites, bool(ineffective))
         comparisons = tuple(not_verified(comparison, hint) for comparison in comparisons)
     return VerifyReport(
         script=_display(script),
@@ -192,6 +204,7 @@ def verify(
         comparisons=comparisons,
         legacy_on=legacy_on,
         notes=tuple(notes),
+        ineffective=ineffective,
     )
 
 
@@ -228,8 +241,13 @@ def _rewrites(
     return rewrites
 
 
-def _unverified_hint(rewrites: list[Rewrite]) -> str:
+def _unverified_hint(rewrites: list[Rewrite], ineffective: bool = False) -> str:
     """What to run instead, where the original trained without a legacy flag."""
+    if ineffective:
+        return (
+            "the script's flag took no effect (XM411): if bf16 was meant, move the write before "
+            "the first tensor goes to the device and verify again; else remove it"
+        )
     if any(rewrite.changed for rewrite in rewrites):  # the script sets it under a condition
         return (
             "give the script the options that set the flag after `--` (xlamigrate verify "
@@ -245,7 +263,15 @@ def _rewrite_notes(rewrites: list[Rewrite]) -> list[str]:
     """What the rewrites did not do, each said once with the modes it concerns."""
     unchanged = [r.mode for r in rewrites if r.given is None and not r.changed]
     notes = []
-    if unchanged:
+    left_writes = any(  # a flag write the rewrite leaves for manual work (XM411: set too late)
+        finding.code in WRITES_LEFT for r in rewrites for finding in r.remaining
+    )
+    if unchanged and left_writes:
+        notes.append(
+            f"xlamigrate rewrite leaves this script's legacy flag write for manual work "
+            f"({', '.join(unchanged)}): see the findings below"
+        )
+    elif unchanged:
         named = ", ".join(unchanged)
         if any(r.api_calls for r in rewrites if r.mode in unchanged):
             notes.append(

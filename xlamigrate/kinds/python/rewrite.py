@@ -192,6 +192,7 @@ def _applied(path: str, data: bytes, script: TrainingScript, plan: Plan) -> byte
     """The file's bytes with the plan applied by libcst, or why it cannot be."""
     from xlamigrate.kinds.python.apply import UnpairedTree, applied
     from xlamigrate.kinds.python.parse import parse_python
+    from xlamigrate.kinds.python.unusedimports import without_unused_imports
 
     parsed = parse_python(path, data)
     if isinstance(parsed, FileError):
@@ -204,7 +205,9 @@ def _applied(path: str, data: bytes, script: TrainingScript, plan: Plan) -> byte
         )
         return FileError(path, lost, message)
     try:
-        rewritten = applied(script, parsed, plan).bytes
+        rewritten = without_unused_imports(script.module, applied(script, parsed, plan)).bytes
+        if not rewritten.strip():  # the flag's write and the import it used were all there was
+            rewritten = b""
     except UnpairedTree as error:
         return FileError(path, None, f"internal error: {error}; the file is left untouched")
     try:  # a safety net: never write what does not parse
