@@ -98,3 +98,30 @@ def test_the_fp32_configuration_launches_and_trains_as_before(
         assert run["dtypes"]["params"].keys() == {"torch.float32"}
         assert run["losses"] == original["losses"]  # the very same run
     assert any("sets no legacy flag" in note for note in document["notes"])
+
+
+SWITCH = FIXTURES / "projects" / "switch_variable_launcher" / "before"
+
+
+def test_a_flag_the_launcher_computes_from_its_switch_is_verified_in_every_mode() -> None:
+    """Issue 33, item 5: run.sh exports `XLA_USE_BF16=$USE_BF16`, which its getopts switch sets
+    to 0 or 1. With -b the legacy run is bf16; each mode's migration (`BF16_RECIPE=$USE_BF16`,
+    the recipe under that signal in train.py) stores on the device what the flag stored."""
+    before = digest(SWITCH)
+    result = subprocess.run(
+        [sys.executable, "-m", "xlamigrate.cli", "verify", "run.sh", "--mode", "all",
+         "--format", "json", "--", "-b", "-s", "4"],
+        cwd=SWITCH, env=clean_env(), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    document = json.loads(result.stdout)
+    assert result.returncode == 0, json.dumps(document, indent=1)
+    assert digest(SWITCH) == before
+    assert document["legacy_flags"] == ["XLA_USE_BF16=1"]
+    for comparison in document["comparisons"]:
+        assert comparison["verdict"] == "equivalent", comparison
+        checks = {check["name"]: check["passed"] for check in comparison["checks"]}
+        assert checks["census"], comparison
+    runs = document["runs"]
+    assert runs["original"]["launches"] == ["torchrun --nproc_per_node=2 train.py --steps 4"]
+    assert runs["full-bf16"]["dtypes"]["params"].keys() == {"torch.bfloat16"}
+    assert runs["autocast"]["dtypes"]["params"].keys() == {"torch.float32"}

@@ -22,6 +22,7 @@ import importlib.util
 import itertools
 import json
 import os
+import random
 import re
 import resource
 import statistics
@@ -36,6 +37,11 @@ from typing import Any
 RECORD_DIR = "XLAMIGRATE_VERIFY_RECORD"
 STEP_LIMIT = "XLAMIGRATE_VERIFY_STEPS"
 CENSUS = "XLAMIGRATE_VERIFY_CENSUS"  # "0": no census of the device (to measure what it costs)
+# Every run starts torch's, Python's and numpy's global generators from this seed (an integer;
+# "none": as the interpreter seeds them). torch 2.9 seeds its default generator afresh in each
+# process, so an unseeded script would draw other initial weights in each run it is compared in.
+SEED = "XLAMIGRATE_VERIFY_SEED"
+DEFAULT_SEED = 0
 CENSUS_MODULE = "xlamigrate_verify_census"  # census.py, copied beside this shim
 # Bytes per element of the element types XLA reports for a tensor's storage (under the legacy
 # flag an fp32 tensor is stored as bf16: its `.dtype` says float32, its XLA shape bf16).
@@ -317,7 +323,9 @@ def _sync_device() -> None:
 
 
 def install(torch: ModuleType, recorder: Recorder) -> None:
-    """Wraps `torch.autograd.backward` (which `Tensor.backward` calls) and hooks every step."""
+    """Seeds the global generators, wraps `torch.autograd.backward` (which `Tensor.backward`
+    calls) and hooks every step."""
+    _seed(torch)
     original_backward = torch.autograd.backward
 
     def xla_bf16_autocast() -> bool:
@@ -350,6 +358,20 @@ def install(torch: ModuleType, recorder: Recorder) -> None:
     optimizer_module = importlib.import_module("torch.optim.optimizer")
     optimizer_module.register_optimizer_step_pre_hook(lambda opt, a, k: recorder.before_step(opt))
     optimizer_module.register_optimizer_step_post_hook(lambda opt, a, k: recorder.after_step(opt))
+
+
+def _seed(torch: ModuleType) -> None:
+    """The same random draws in every run of a verify, before the script's first one (a script
+    that seeds itself still does, after this)."""
+    value = os.environ.get(SEED, str(DEFAULT_SEED))
+    if not value.isdigit():
+        return
+    torch.manual_seed(int(value))
+    random.seed(int(value))
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        with contextlib.suppress(Exception):
+            numpy.random.seed(int(value))
 
 
 def _note_modules(module_class: Any, recorder: Recorder) -> None:
