@@ -42,6 +42,7 @@ REWRITES: dict[str, tuple[str, str | None, str]] = {
     "evaluation in the recipe": ("eval_each_epoch", None, "all"),
     "late flag migrated": ("late_flag", "recipe_applied", "full-bf16"),
     "late flag left": ("late_flag", None, "all"),
+    "ids moved in the training steps": ("train_steps_ids", None, "all"),
 }
 
 
@@ -270,3 +271,16 @@ def test_a_flag_that_took_no_effect_left_by_xlamigrate_is_not_verified(
         assert flags["passed"] and "with no effect as in the original" in flags["detail"]
     assert any("took no effect" in note for note in document["notes"])
     assert not any("does not set a legacy flag" in note for note in document["notes"])
+
+
+def test_a_batch_moved_to_the_device_in_the_training_steps_is_not_cast(
+    verified: dict[str, tuple[int, dict[str, Any]]],
+) -> None:
+    """Issue 33 item 8: `ids = next(data).to(device)` in `train_steps(model, ..., device)` is
+    a tensor of token ids; taken for a model it was cast to bf16 (a crash in full-bf16, fp32
+    training in fp32-copy). Every mode now trains and stores what the flag stored."""
+    code, document = verified["ids moved in the training steps"]
+    assert code == 0, json.dumps(document, indent=1)
+    for comparison in document["comparisons"]:
+        assert comparison["verdict"] == "equivalent", comparison
+    assert document["runs"]["full-bf16"]["dtypes"]["params"] == {"torch.bfloat16": 3}
