@@ -43,6 +43,7 @@ REWRITES: dict[str, tuple[str, str | None, str]] = {
     "late flag migrated": ("late_flag", "recipe_applied", "full-bf16"),
     "late flag left": ("late_flag", None, "all"),
     "ids moved in the training steps": ("train_steps_ids", None, "all"),
+    "moments read": ("moments_read", None, "fp32-copy"),
 }
 
 
@@ -284,3 +285,17 @@ def test_a_batch_moved_to_the_device_in_the_training_steps_is_not_cast(
     for comparison in document["comparisons"]:
         assert comparison["verdict"] == "equivalent", comparison
     assert document["runs"]["full-bf16"]["dtypes"]["params"] == {"torch.bfloat16": 3}
+
+
+def test_the_optimizer_state_read_by_the_script_answers_through_fp32_copy(
+    verified: dict[str, tuple[int, dict[str, Any]]],
+) -> None:
+    """Issue 33 item 10: `optimizer.state[model[0].weight]["exp_avg_sq"]` raised KeyError once
+    FP32ParamsCopy keyed the inner state by the masters; the wrapper's state is a view keyed by
+    the model's parameters, and the census names the moments by them."""
+    code, document = verified["moments read"]
+    assert code == 0, json.dumps(document, indent=1)
+    assert only_comparison(document)["verdict"] == "equivalent"
+    stored = census(document, "fp32-copy")
+    assert stored["optimizer.state[model.0.weight].exp_avg_sq"] == "f32"
+    assert stored["optimizer.master[model.0.weight]"] == "f32"
