@@ -620,3 +620,45 @@ def test_a_not_verified_report_fails_recommends_nothing_and_prints_the_verdict()
     assert "recommendation" not in text
     rows = {line.split()[0]: line for line in text.splitlines() if line.split()}
     assert rows["full-bf16"].rstrip().endswith("not verified")
+
+
+def evaluation(
+    dots: dict[str, int], module: str = "model", site: str = "train.py:18"
+) -> dict[str, object]:
+    return {"module": module, "context": "no_grad", "site": site,
+            "graph": {"ops": {}, "dot": dots, "convolution": {}}, "seconds": 0.01}  # fmt: skip
+
+
+def test_an_evaluation_forward_wider_than_the_legacy_runs_is_divergent_and_named() -> None:
+    """Issue 33 item 4: the step graph holds the training forward only; an evaluation under
+    no_grad is noted on its own and compared by module and context."""
+    original = replace(
+        CENSUS_ORIGINAL, census={**LEGACY_DEVICE, "evaluations": [evaluation({"bf16": 2})]}
+    )
+    rewrite = with_census(run_result())
+    outside = replace(rewrite, census={**rewrite.census, "evaluations": [evaluation({"f32": 2})]})
+    result = compare(original, outside, MODES["full-bf16"], True)
+    assert result.verdict == DIVERGENT
+    assert result.reason.startswith(
+        "the forward of model under no_grad at train.py:18 runs 2 of its 2 matmuls in float32 "
+        "where the legacy run ran 0"
+    )
+    inside = replace(rewrite, census={**rewrite.census, "evaluations": [evaluation({"bf16": 2})]})
+    result = compare(original, inside, MODES["full-bf16"], True)
+    assert result.verdict == EQUIVALENT
+    check = next(check for check in result.checks if check.name == "census")
+    assert check.detail.endswith("; 1 forward outside training as well (model (no_grad))")
+    # a forward only one run made (another module's name) is not compared
+    other = replace(
+        rewrite, census={**rewrite.census, "evaluations": [evaluation({"f32": 2}, "teacher")]}
+    )
+    assert compare(original, other, MODES["full-bf16"], True).verdict == EQUIVALENT
+
+
+def test_a_flag_that_took_no_effect_is_seen_in_the_census() -> None:
+    from xlamigrate.verify.compare import no_flag_effect
+
+    assert not no_flag_effect(LEGACY_DEVICE)
+    everything = list(LEGACY_DEVICE["tensors"])  # type: ignore[call-overload]
+    assert no_flag_effect({"tensors": [{**e, "type": "f32"} for e in everything]})
+    assert not no_flag_effect({"tensors": []})  # nothing to tell by
