@@ -73,6 +73,7 @@ DOWNCAST = "XLA_DOWNCAST_BF16"
 _GATE_FUNCTION = "bf16_recipe"  # "the recipe is on", where read in a launched function
 RECIPE_PROBLEMS = ("XM401", "XM402", "XM403", "XM406", "XM408", "XM410")
 LATE_WRITE = "XM411"  # a flag turned on after the device started: it never took effect
+FLOAT64_LEFT = "XM412"  # float64 DOWNCAST stored as float32, not known to be on the device
 _BARE_PARENTS = (ast.If, ast.While, ast.IfExp, ast.Assert, ast.Assign, ast.Return)
 
 
@@ -529,9 +530,11 @@ class Planner:
                 continue
             statement = script.statement_of(node)
             if statement is None or not script.uses_device_or_model(statement, devices, models):
+                self._float64_reported(node)
                 continue
             ok, condition = self._combined_condition(statement, self._span(node))
             if not ok:
+                self._float64_reported(node)
                 continue
             call = script.parent(node)
             if condition is None:
@@ -547,6 +550,31 @@ class Planner:
                     isinstance(call, ast.Call) and node in call.args
                 )
                 self.plan.swapped[node] = chosen if alone else f"({chosen})"
+
+        for move in script.numpy_moves(devices):
+            if self._in_scope(move):
+                what = "a numpy array (float64 unless made otherwise) moved to the device"
+                self._float64_reported(move, f"{what}: `{script.code(move)}`")
+
+    def _float64_reported(self, node: ast.AST, subject: str | None = None) -> None:
+        """XM412: float64 the rewrite cannot tell is on the device, named with its line; not
+        the dtype of a tensor made on the CPU (`torch.zeros(1, dtype=torch.float64)`, no
+        `device=`), which the flag never touched."""
+        keyword = self.script.parent(node)
+        factory = self.script.parent(keyword) if isinstance(keyword, ast.keyword) else None
+        if (
+            isinstance(keyword, ast.keyword)
+            and keyword.arg == "dtype"
+            and isinstance(factory, ast.Call)
+            and any(name.startswith("torch.") for name in self.script.qualified_names(factory.func))
+            and not any(k.arg == "device" for k in factory.keywords)
+        ):
+            return
+        if subject is None:
+            call = self.script.parent(node)
+            spelled = call if isinstance(call, ast.Call) and call.func is node else node
+            subject = f"float64: `{self.script.code(spelled)}`"
+        self.remaining.append(self._manual(FLOAT64_LEFT, self._span(node), subject))
 
     def _environment_edits(self, environment: EnvironmentEdits) -> None:
         """Stochastic rounding set where the flag was, or an explicit "1" removed; --auto-cast=none

@@ -428,6 +428,33 @@ class TrainingScript:
                 found.append(node)
         return found
 
+    def numpy_moves(self, devices: frozenset[str]) -> list[ast.Call]:
+        """`torch.from_numpy(a).to(device)` and `torch.tensor(np...).to(device)`: tensors made
+        from numpy arrays (float64 unless made otherwise) moved to the XLA device."""
+        found = []
+        for call in self._calls:
+            func = call.func
+            if not (isinstance(func, ast.Attribute) and func.attr == "to" and call.args):
+                continue
+            target = call.args[0]
+            to_device = (isinstance(target, ast.Name) and target.id in devices) or (
+                isinstance(target, ast.Constant) and target.value == "xla"
+            )
+            made = func.value
+            if not to_device or not isinstance(made, ast.Call) or not made.args:
+                continue
+            names = self.qualified_names(made.func)
+            first = made.args[0]
+            from_numpy = "torch.from_numpy" in names
+            wrapped = (
+                names & {"torch.tensor", "torch.as_tensor"}
+                and isinstance(first, ast.Call)
+                and any(n.startswith("numpy.") for n in self.qualified_names(first.func))
+            )
+            if from_numpy or wrapped:
+                found.append(call)
+        return found
+
     def uses_device_or_model(
         self, statement: Statement, devices: frozenset[str], models: set[str]
     ) -> bool:
