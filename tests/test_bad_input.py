@@ -560,9 +560,12 @@ def test_mixed_newlines_keep_each_untouched_line_ending(matrix: Matrix) -> None:
             for block in matcher.get_matching_blocks()
             for i in range(block.size)
         ]
-        assert len(kept) >= len(before) - 3, mode  # at most the flag line and its neighbours
+        # at most the flag line, the import only it used (fp32-copy sets no variable in its
+        # place) and their blank lines
+        assert len(kept) >= len(before) - 5, mode
         assert [old for old, _ in kept] == [new for _, new in kept], mode
-        assert sum(old.endswith(b"\r\n") for old, _ in kept) == 3, mode
+        crlf = 1 if mode == "fp32-copy" else 3  # (`import os\r\n` and a blank were CRLF)
+        assert sum(old.endswith(b"\r\n") for old, _ in kept) == crlf, mode
 
 
 def test_a_read_only_file_is_rewritten_in_place_keeping_its_mode(matrix: Matrix) -> None:

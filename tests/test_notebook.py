@@ -404,8 +404,7 @@ def test_masked_lines_come_back_as_they_were(catalogue: Catalogue) -> None:
     assert after == (
         "%%capture log\n"
         "%pip install -q transformers\n"
-        "import os\n"
-        "import torch\n"
+        "import torch\n"  # (os, which only wrote the flag, is gone)
         "from xlamigrate_runtime import FP32ParamsCopy, cast_inputs_to_module_dtype\n"
         "\n"
         "for n in (1, 2):\n"

@@ -33,6 +33,9 @@ class RewriteRequest:
     # How the runtime rewritten scripts import reaches them: "package" declares
     # `xlamigrate-runtime` in the project's dependencies, "vendor" copies it into the project.
     runtime: str = DEFAULT_RUNTIME
+    # Part of the file stays unread (a notebook cell that does not parse, left out of the
+    # kernel): an import the rewrite leaves unused in the rest may be used there, so it stays.
+    keep_imports: bool = False
 
     def __post_init__(self) -> None:
         recipe_of(self.mode)

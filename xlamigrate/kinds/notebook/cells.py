@@ -21,7 +21,7 @@ from xlamigrate.apitable import api_table
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.findings import with_note
 from xlamigrate.kinds.notebook.document import Notebook, code_sources, dump, load, set_source
-from xlamigrate.kinds.notebook.kernel import Kernel, R, run_kernel, split
+from xlamigrate.kinds.notebook.kernel import Kernel, R, join, run_kernel, split
 from xlamigrate.kinds.notebook.magics import CellRole, cell_role
 from xlamigrate.kinds.notebook.mentions import NOT_READ, line_magics, mentions
 from xlamigrate.kinds.notebook.place import Where, in_file, placed
@@ -130,14 +130,15 @@ def rewrite_notebook(
     if isinstance(notebook, FileError):
         return RewriteOutcome(path, data, None, errors=(notebook,))
     cells, collected = _cells(notebook), _Collected()
-    run = partial(
-        rewrite_python,
-        path,
-        catalogue=catalogue,
-        enabled=enabled,
-        request=request,
-        context=FileContext(children=_children(cells)),
-    )
+    context = FileContext(children=_children(cells))
+    every_cell = join(_kernel_sources(cells)).code.encode("utf-8")
+
+    def run(code: bytes) -> RewriteOutcome:
+        """The kernel's rewrite; where a cell was left out (unreadable), imports stay: that
+        cell may use one the others no longer do."""
+        chosen = request if code == every_cell else replace(request, keep_imports=True)
+        return rewrite_python(path, code, catalogue, enabled, chosen, context)
+
     kernel = _kernel(path, cells, catalogue, collected, run)
     if kernel.result is not None:
         _kernel_rewrite(path, kernel, collected)
@@ -174,10 +175,13 @@ def _kernel(
     run: Callable[[bytes], R],
 ) -> Kernel[R]:
     """The kernel's cells through `run`; the cells it could not read are errors."""
-    sources = [(cell.index, cell.source) for cell in cells if cell.role.role == "python"]
-    kernel = run_kernel(path, sources, _python_words(catalogue), run)
+    kernel = run_kernel(path, _kernel_sources(cells), _python_words(catalogue), run)
     collected.errors.extend(kernel.broken)
     return kernel
+
+
+def _kernel_sources(cells: list[_Cell]) -> list[tuple[int, str]]:
+    return [(cell.index, cell.source) for cell in cells if cell.role.role == "python"]
 
 
 def _children(cells: list[_Cell]) -> tuple[str, ...]:

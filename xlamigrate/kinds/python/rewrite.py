@@ -96,7 +96,7 @@ def rewrite_python(
         return RewriteOutcome(path, data, None, fixed, remaining, unapplied=unapplied)
     if plan.is_empty() or request.plan_only:
         return RewriteOutcome(path, data, None, fixed, remaining)
-    rewritten = _applied(path, data, script, plan)
+    rewritten = _applied(path, data, script, plan, drop_unused=not request.keep_imports)
     if isinstance(rewritten, FileError):
         return RewriteOutcome(path, data, None, errors=(rewritten,))
     return RewriteOutcome(path, data, rewritten, fixed, remaining)
@@ -188,8 +188,11 @@ def _first_import_of(script: TrainingScript, package: str) -> Line | None:
     return None
 
 
-def _applied(path: str, data: bytes, script: TrainingScript, plan: Plan) -> bytes | FileError:
-    """The file's bytes with the plan applied by libcst, or why it cannot be."""
+def _applied(
+    path: str, data: bytes, script: TrainingScript, plan: Plan, drop_unused: bool = True
+) -> bytes | FileError:
+    """The file's bytes with the plan applied by libcst (and, `drop_unused`, without the
+    imports that left unused), or why it cannot be."""
     from xlamigrate.kinds.python.apply import UnpairedTree, applied
     from xlamigrate.kinds.python.parse import parse_python
     from xlamigrate.kinds.python.unusedimports import without_unused_imports
@@ -205,7 +208,10 @@ def _applied(path: str, data: bytes, script: TrainingScript, plan: Plan) -> byte
         )
         return FileError(path, lost, message)
     try:
-        rewritten = without_unused_imports(script.module, applied(script, parsed, plan)).bytes
+        edited = applied(script, parsed, plan)
+        if drop_unused:
+            edited = without_unused_imports(script.module, edited)
+        rewritten = edited.bytes
         if not rewritten.strip():  # the flag's write and the import it used were all there was
             rewritten = b""
     except UnpairedTree as error:
