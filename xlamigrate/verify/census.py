@@ -245,9 +245,10 @@ def _members(value: Any) -> Iterator[tuple[str, Any]]:
                     yield f".{key}", item
 
 
-def _script_frames(main: Any) -> Iterator[FrameType]:
+def _script_frames(main: Any, top_level: bool = False) -> Iterator[FrameType]:
     """The frames on the stack that run the script's own code (files of its folder, not of
-    an environment inside it), innermost first; not its top level, whose names are globals."""
+    an environment inside it), innermost first; its top level (whose names are globals) only
+    with `top_level`."""
     script = getattr(main, "__file__", None)
     if not script:
         return
@@ -260,7 +261,7 @@ def _script_frames(main: Any) -> Iterator[FrameType]:
         if (
             filename.startswith(folder)
             and not library
-            and not (frame.f_globals is top and frame.f_code.co_name == "<module>")
+            and (top_level or not (frame.f_globals is top and frame.f_code.co_name == "<module>"))
         ):
             yield frame
         frame = frame.f_back
@@ -270,16 +271,7 @@ def _caller(module: Any) -> tuple[str, str]:
     """(the script's name for `module` where it calls it, "file.py:line" of the call): the
     innermost frame of the script's folder on the stack, a local (or global) variable holding the
     module, else an attribute of one (`self.model`), else the module's class."""
-    main = sys.modules.get("__main__")
-    script = getattr(main, "__file__", None)
-    folder = os.path.dirname(os.path.abspath(script)) + os.sep if script else None
-    frame: FrameType | None = sys._getframe(1)
-    while frame is not None:
-        filename = os.path.abspath(frame.f_code.co_filename)
-        library = "site-packages" in filename or "dist-packages" in filename
-        if folder and filename.startswith(folder) and not library:
-            break
-        frame = frame.f_back
+    frame = next(_script_frames(sys.modules.get("__main__"), top_level=True), None)
     if frame is None:
         return type(module).__name__, ""
     site = f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from xlamigrate.catalogue import Catalogue
+from xlamigrate.kinds.python.planner import LATE_WRITE
 from xlamigrate.model import Finding
 from xlamigrate.request import DEFAULT_MODE, STANDALONE, RewriteRequest
 from xlamigrate.verify import forkserver
@@ -55,7 +56,7 @@ from xlamigrate.verify.runs import (
 
 ORIGINAL = "original"
 # findings on a legacy flag write that the rewrite leaves where it is
-WRITES_LEFT = frozenset({"XM411"})
+WRITES_LEFT = frozenset({LATE_WRITE})
 # What the original ran with, where it crashed before recording it and the rewrite shows that
 # the script sets a legacy flag itself.
 SCRIPT_SETS_A_FLAG = "the legacy flag the script sets"
