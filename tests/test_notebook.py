@@ -448,18 +448,47 @@ def test_rewritten_fixtures_keep_every_magic_and_shell_line_where_it_was(case: P
         as_version=4,
     )
     nbformat.validate(after)
-    for old, new in zip(before.cells, after.cells, strict=True):
-        assert old.cell_type == new.cell_type
-        if old.cell_type != "code" or old.source == new.source:
-            continue
+    for old, new in cells_by_id(before.cells, after.cells):
         kept = [
             line
             for line in old.source.splitlines()
             if (escape := line_escape(line)) is not None and escape.role != "env"
         ]
+        if new is None:  # a cell the rewrite emptied: no magic or shell line was in it
+            assert old.cell_type == "code" and kept == []
+            continue
+        assert old.cell_type == new.cell_type
+        if old.cell_type != "code" or old.source == new.source:
+            continue
         assert [line for line in new.source.splitlines() if line in kept] == kept
         if old.source.startswith("%%"):
             assert new.source.splitlines()[0] == old.source.splitlines()[0]
+
+
+def cells_by_id(before: list[Any], after: list[Any]) -> list[tuple[Any, Any]]:
+    """Each cell with what the rewrite made of it (None: it went), paired by its id where the
+    notebook gives ids, else by position (then none went)."""
+    if all("id" in cell for cell in before):
+        found = {cell["id"]: cell for cell in after}
+        assert set(found) <= {cell["id"] for cell in before}
+        return [(cell, found.get(cell["id"])) for cell in before]
+    return list(zip(before, after, strict=True))
+
+
+def test_a_cell_the_rewrite_empties_goes_and_one_empty_before_stays(
+    catalogue: Catalogue,
+) -> None:
+    training = (
+        "import torch\nimport torch_xla.core.xla_model as xm\n\n"
+        "model = torch.nn.Linear(4, 1).to(xm.xla_device())\n"
+        "optimizer = torch.optim.SGD(model.parameters())\n"
+    )
+    turned_off = 'import os\n\nos.environ["XLA_DOWNCAST_BF16"] = "0"\n'
+    outcome = rewrite(catalogue, "%env XLA_USE_BF16=1", "", turned_off, training, mode="fp32-copy")
+    cells = cells_after(outcome)
+    assert len(cells) == 2
+    assert cells[0] == ""  # empty before: the author's
+    assert "FP32ParamsCopy(torch.optim.SGD(" in cells[1]
 
 
 def test_a_shell_line_continued_by_a_backslash_is_one_command(catalogue: Catalogue) -> None:

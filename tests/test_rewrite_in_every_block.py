@@ -94,12 +94,14 @@ def test_a_line_of_several_statements_keeps_the_others() -> None:
     assert outcome.rewritten == b"x = 1; y = 2\n"  # (os, used by that statement only, too)
 
 
-def test_a_one_line_suite_left_empty_gets_pass() -> None:
-    source = f"import os\nif ready: {STATEMENT}\n"
-    outcome = rewrite_source(
-        "t.py", source.encode(), "python", CATALOGUE, CATALOGUE.select(), "full-bf16"
-    )
-    assert outcome.rewritten == b"if ready:\n    pass\n"
+def test_a_one_line_suite_left_empty_goes_with_its_if_or_gets_pass() -> None:
+    """The `if` goes where its test does nothing else; a test that may act stays."""
+    for test, expected in (("ready", b"x = 1\n"), ("ready()", b"if ready():\n    pass\nx = 1\n")):
+        source = f"import os\nif {test}: {STATEMENT}\nx = 1\n"
+        outcome = rewrite_source(
+            "t.py", source.encode(), "python", CATALOGUE, CATALOGUE.select(), "full-bf16"
+        )
+        assert outcome.rewritten == expected
 
 
 def test_a_plan_only_rewrite_says_what_the_rewrite_says_and_writes_nothing() -> None:

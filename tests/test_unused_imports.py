@@ -69,6 +69,56 @@ def test_the_blank_lines_of_a_removed_group_do_not_pile_up() -> None:
         # inside a function
         ("def f():\n    import os\n    os.environ['A'] = '1'\n    return 1\n",
          "def f():\n    import os\n    return 1\n", "def f():\n    return 1\n"),
+        # a function left with nothing keeps a body
+        ("def f():\n    import os\n    os.getpid()\n", "def f():\n    import os\n",
+         "def f():\n    pass\n"),
+        # in a class body
+        ("class C:\n    import os\n    pid = os.getpid()\n    x = 1\n",
+         "class C:\n    import os\n    x = 1\n", "class C:\n    x = 1\n"),
+        # a scope of its own: the function's `os` is its parameter, not the module's import
+        ("import os\nos.getpid()\ndef f(os):\n    return os\n",
+         "import os\ndef f(os):\n    return os\n", "def f(os):\n    return os\n"),
+        # the module's import, unused once a function's own import shadows it (ruff F811)
+        ("import os\nos.getpid()\ndef f():\n    import os\n    return os.sep\n",
+         "import os\ndef f():\n    import os\n    return os.sep\n",
+         "def f():\n    import os\n    return os.sep\n"),
+        # in an `if`, which goes with it (its test does nothing else) ...
+        ("import sys\nif sys.platform == 'linux':\n    import os\n    os.getpid()\nx = 1\n",
+         "import sys\nif sys.platform == 'linux':\n    import os\nx = 1\n", "x = 1\n"),
+        # ... or keeps it under `pass` (its test may act), or keeps the rest of it
+        ("if check():\n    import os\n    os.getpid()\n", "if check():\n    import os\n",
+         "if check():\n    pass\n"),
+        ("def f(a):\n    ready = a.ready\n    if ready:\n        import os\n        os.getpid()\n",
+         "def f(a):\n    ready = a.ready\n    if ready:\n        import os\n",
+         "def f(a):\n    ready = a.ready\n    if ready:\n        pass\n"),  # (`ready`: F841)
+        ("if ready:\n    import os\n    x = 1\n    os.getpid()\n",
+         "if ready:\n    import os\n    x = 1\n", "if ready:\n    x = 1\n"),
+        # in a `try`, where another import of its package stays: the probe stays whole
+        ("try:\n    import torch_xla\n    import torch_xla.core.xla_model as xm\n"
+         "except ImportError:\n    pass\nxm.mark_step()\ntorch_xla.sync()\n",
+         "try:\n    import torch_xla\n    import torch_xla.core.xla_model as xm\n"
+         "except ImportError:\n    pass\ntorch_xla.sync()\n",
+         "try:\n    import torch_xla\nexcept ImportError:\n    pass\ntorch_xla.sync()\n"),
+        # ... and where none would, the first one stays
+        ("try:\n    import torch_xla\n    import torch_xla.runtime as xr\n"
+         "except ImportError:\n    pass\nxr.world_size()\ntorch_xla.sync()\n",
+         "try:\n    import torch_xla\n    import torch_xla.runtime as xr\n"
+         "except ImportError:\n    pass\n",
+         "try:\n    import torch_xla\nexcept ImportError:\n    pass\n"),
+        # a removed first line of a block: the next takes its place, blank lines and all
+        ("def main():\n    import os\n\n    os.getpid()\n    model = 1\n",
+         "def main():\n    import os\n\n    model = 1\n", "def main():\n    model = 1\n"),
+        ('"""Doc."""\nimport os\nimport json\n\nos.getpid()\njson.dumps(1)\n',
+         '"""Doc."""\nimport os\nimport json\n\njson.dumps(1)\n',
+         '"""Doc."""\nimport json\n\njson.dumps(1)\n'),
+        # the last line of a block: no blank line piles up below it
+        ("def f():\n    x = 1\n\n    import os\n    os.getpid()\n\n\ny = 2\n",
+         "def f():\n    x = 1\n\n    import os\n\n\ny = 2\n",
+         "def f():\n    x = 1\n\n\ny = 2\n"),
+        # names of a parenthesized import, one a line
+        ("from os import (\n    getpid,\n    sep,\n)\ngetpid()\nsep\n",
+         "from os import (\n    getpid,\n    sep,\n)\nsep\n",
+         "from os import (\n    sep,\n)\nsep\n"),
     ],
 )  # fmt: skip
 def test_what_the_rewrite_left_unused(before: str, after: str, expected: str) -> None:
@@ -85,14 +135,24 @@ def test_what_the_rewrite_left_unused(before: str, after: str, expected: str) ->
          "    ON = False\nxm.mark_step()\n",
          "try:\n    import torch_xla.core.xla_model as xm\n    ON = True\nexcept ImportError:\n"
          "    ON = False\n"),
-        ("if True:\n    import os\nos.getpid()\n", "if True:\n    import os\n"),
+        # ... and so does the only import a `try` body holds of its package
+        ("try:\n    import os\nexcept ImportError:\n    pass\nos.getpid()\n",
+         "try:\n    import os\nexcept ImportError:\n    pass\n"),
+        # imports of a loop, a `with`, a handler
+        ("for i in range(2):\n    import os\n    os.getpid()\n",
+         "for i in range(2):\n    import os\n"),
+        ("try:\n    x = 1\nexcept ImportError:\n    import os\n    os.getpid()\n",
+         "try:\n    x = 1\nexcept ImportError:\n    import os\n"),
         # a re-export
         ("import os\n__all__ = ['os']\nos.getpid()\n", "import os\n__all__ = ['os']\n"),
-        # still used somewhere (another scope's name counts: kept rather than guessed)
-        ("import os\nos.getpid()\ndef f(os):\n    return os\n",
-         "import os\ndef f(os):\n    return os\n"),
-        # a function that would be left empty
-        ("def f():\n    import os\n    os.getpid()\n", "def f():\n    import os\n"),
+        # still used: a function reads the module's name
+        ("import os\nos.getpid()\ndef f():\n    return os.sep\n",
+         "import os\ndef f():\n    return os.sep\n"),
+        # `del name` is a use (without the import it would fail)
+        ("import os\nos.getpid()\ndel os\n", "import os\ndel os\n"),
+        # from __future__
+        ("from __future__ import annotations\nx: int = 1\n",
+         "from __future__ import annotations\nx = 1\n"),
     ],
 )  # fmt: skip
 def test_what_stays(before: str, after: str) -> None:

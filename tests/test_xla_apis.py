@@ -179,6 +179,85 @@ def test_each_kind_of_pin_file_is_read(tmp_path: Path, name: str, text: str) -> 
     assert Pins(tmp_path).floor(tmp_path / "train.py") == Version.parse("2.2")
 
 
+@pytest.mark.parametrize(
+    ("text", "floor"),
+    [
+        ("torch==1.13.1\n", "1.13"),  # torch-xla 1.13 is built for torch 1.13
+        (
+            "torch==1.13.1\ntorchvision==0.14.1\ntorchaudio==0.13.1\npytorch-lightning==1.9\n",
+            "1.13",
+        ),
+        ("RUN pip install torch==2.1.0+cpu\n", "2.1"),
+        ('install_requires=["torch>=2.2,<2.4", "torchvision"]\n', "2.2"),
+        (
+            "RUN pip install https://download.pytorch.org/whl/torch-2.3.0-cp310-linux_x86_64.whl\n",
+            "2.3",
+        ),
+    ],
+)
+def test_a_torch_pin_gives_the_torch_xla_released_with_it(text: str, floor: str) -> None:
+    assert [str(found) for found in _pinned(text.encode())] == [floor]
+
+
+def test_a_file_pinning_torch_and_torch_xla_gives_the_oldest_release_both_allow() -> None:
+    def floor(text: str) -> list[str]:
+        return [str(found) for found in _pinned(text.encode())]
+
+    assert floor("torch==2.1.0\ntorch-xla>=2.0\n") == ["2.1"]  # torch-xla 2.0 needs torch 2.0
+    assert floor("torch>=2.0\ntorch-xla==2.2.0\n") == ["2.2"]
+    assert floor("RUN pip install torch==2.3.0 torch-neuronx>=2.1.2.2.0.0\n") == ["2.3"]
+
+
+def test_a_folders_files_pinning_torch_and_torch_xla_give_the_oldest_of_them(
+    tmp_path: Path,
+) -> None:
+    write_files(
+        tmp_path,
+        {
+            "requirements.txt": "torch==1.13.1\n",
+            "Dockerfile": "RUN pip install torch-xla==2.1.0\n",
+            "train.py": "",
+        },
+    )
+    assert Pins(tmp_path).floor(tmp_path / "train.py") == Version.parse("1.13")
+
+
+def test_a_torch_pin_keeps_a_successor_newer_than_its_torch_xla_unwritten(tmp_path: Path) -> None:
+    write_files(
+        tmp_path,
+        {
+            "requirements.txt": "torch==1.13.1\ntorchvision==0.14.1\n",
+            "train.py": "import torch_xla.core.xla_model as xm\nprint(xm.get_ordinal())\n",
+        },
+    )
+    document = json.loads(run_cli("scan", "--format", "json", ".", cwd=tmp_path).stdout)
+    (finding,) = document["findings"]
+    assert finding["fix"]["applicability"] == "manual"  # torch_xla.runtime is torch-xla 2.1's
+    assert "the project runs on torch-xla 1.13" in finding["message"]
+
+
+def test_a_use_takes_the_newer_of_the_projects_floor_and_its_version_checks(
+    catalogue: Catalogue,
+) -> None:
+    source = (
+        b"import torch_xla.core.xla_model as xm\n"
+        b"from myproject.compat import is_pt21_plus\n"
+        b"if is_pt21_plus:\n"
+        b"    n = xm.xrt_world_size()\n"
+        b"else:\n"
+        b"    n = xm.xrt_world_size()\n"
+    )
+    enabled = frozenset(catalogue.rules)
+
+    def fixes(floor: str) -> list[str]:
+        context = FileContext(torch_xla=Version.parse(floor))
+        found = scan_source("t.py", source, "python", catalogue, enabled, context=context)
+        return [f.fix.applicability if f.fix else "-" for f in found.findings]
+
+    assert fixes("2.0") == ["safe", "manual"]  # the check's 2.1 is newer than the pin's 2.0
+    assert fixes("2.1") == ["safe", "safe"]  # the `else` runs on none of the project's releases
+
+
 def test_a_replacement_newer_than_the_pinned_torch_xla_is_reported_not_written(
     catalogue: Catalogue,
 ) -> None:

@@ -12,6 +12,7 @@ from xlamigrate.model import APPLICABILITIES, SEVERITIES, Applicability, Severit
 from xlamigrate.modelowners import MODEL_OWNERS_FILE
 from xlamigrate.optimizerfactories import OPTIMIZER_FACTORIES_FILE
 from xlamigrate.recipes.recipe import Recipe, recipe_from_table
+from xlamigrate.releasetable import RELEASES_FILE
 from xlamigrate.rulesdata import APIS_FILE, MODES_FILE, read_toml
 from xlamigrate.rulesdata import CatalogueError as CatalogueError
 from xlamigrate.rulesdata import rules_directory as rules_directory
@@ -33,6 +34,7 @@ _NOT_RULES = frozenset(
         MASTER_WEIGHTS_FILE,
         OPTIMIZER_FACTORIES_FILE,
         MODEL_OWNERS_FILE,
+        RELEASES_FILE,
     }
 )
 

@@ -6,8 +6,8 @@ still reported. A cell that cannot be read is an error naming it; every other ce
 checked and rewritten. Findings carry the cell and the line within it.
 
 Rewrites change only the cells that need it, and only Python: shell commands start processes of
-their own. The notebook is written back in Jupyter's own JSON layout; one in another layout is
-not rewritten.
+their own; a cell the rewrite empties goes. The notebook is written back in Jupyter's own JSON
+layout; one in another layout is not rewritten.
 """
 
 from __future__ import annotations
@@ -160,11 +160,23 @@ def rewrite_notebook(
         return RewriteOutcome(path, data, None, (), remaining, (*errors, error))
     for index, source in collected.sources.items():
         set_source(notebook["cells"][index], source)
+    emptied = _emptied(cells, collected.sources)
+    notebook["cells"] = [cell for i, cell in enumerate(notebook["cells"]) if i not in emptied]
     return RewriteOutcome(path, data, dump(notebook), fixed, remaining, errors)
 
 
 def _cells(notebook: Notebook) -> list[_Cell]:
     return [_Cell(index, source, cell_role(source)) for index, source in code_sources(notebook)]
+
+
+def _emptied(cells: list[_Cell], sources: dict[int, str]) -> set[int]:
+    """The cells the rewrite left with nothing in them (a cell of `%env XLA_USE_BF16=1`, of a
+    write and the import it used): they go, as the lines did. One empty before stays."""
+    return {
+        cell.index
+        for cell in cells
+        if cell.source.strip() and not sources.get(cell.index, cell.source).strip()
+    }
 
 
 def _kernel(

@@ -30,6 +30,7 @@ _ENV_MARK = "  " + TOOL_MARKER + "env-magic {mark}"
 _ENV_MARK_RE = re.compile(r"^(?P<indent>[ \t]*).*  # xlamigrate-env-magic (?P<mark>\d+)\n?$")
 # Lets `%env` writes, turned into `os.environ[...]` writes, resolve to os.environ.
 _HIDDEN_IMPORT = "import os  # xlamigrate-hidden\n"
+_BLANK_LINES = re.compile(r"\A(?:[ \t]*\r?\n)+")  # at a cell's start
 _FLAGS = ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
 _TOO_DEEP = "nesting too deep"
 _PARSE = "could not parse: "
@@ -138,9 +139,9 @@ def join(cells: Sequence[tuple[int, str]]) -> Module:
 
 def split(code: str, module: Module, originals: Mapping[int, str]) -> dict[int, str] | None:
     """The rewritten module back into cell sources, masked lines restored (at the indentation
-    the rewrite gave them), each cell's final newline as it was, new imports after the cell
-    magics of the first cell (that is not a one-line magic). None when a masked line went
-    missing (never write that)."""
+    the rewrite gave them), each cell's final newline as it was, no blank line opening a cell
+    that had none, new imports after the cell magics of the first cell (that is not a
+    one-line magic). None when a masked line went missing (never write that)."""
     sources: dict[int, list[str]] = {}
     preamble: list[str] = []  # what the rewrite put above the first cell (imports)
     current: int | None = None
@@ -169,8 +170,11 @@ def split(code: str, module: Module, originals: Mapping[int, str]) -> dict[int, 
     result = {}
     for index, lines in sources.items():
         text = "".join(lines)
-        if text.endswith("\n") and not originals.get(index, "").endswith("\n"):
+        original = originals.get(index, "")
+        if text.endswith("\n") and not original.endswith("\n"):
             text = text[:-1]
+        if not _BLANK_LINES.match(original):  # (a removed first line's place is taken)
+            text = _BLANK_LINES.sub("", text, count=1)
         result[index] = text
     uses_os = any("os.environ" in text and text != originals.get(i) for i, text in result.items())
     imports_os = any(re.search(r"^\s*import os\b", text, re.M) for text in result.values())

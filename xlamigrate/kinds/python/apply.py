@@ -18,6 +18,7 @@ from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from xlamigrate.kinds.python.astwalk import DictItem
 from xlamigrate.kinds.python.cstedits import CstEdits, apply_edits
+from xlamigrate.kinds.python.lastreads import last_reads
 from xlamigrate.kinds.python.plan import Plan
 from xlamigrate.kinds.python.training import Block, Line, Statement, TrainingScript
 
@@ -48,10 +49,24 @@ def applied(script: TrainingScript, module: cst.Module, plan: Plan) -> cst.Modul
     ]
     edits.removed_elements = {pairs.expression(e) for e in plan.removed_elements}  # type: ignore[misc]
     edits.collapsed = {pairs.statement(s): keep for s, keep in plan.collapsed.items()}  # type: ignore[misc]
+    edits.kept_ifs = _kept_ifs(script, plan, pairs)
     edits.swapped = {pairs.expression(n): _expression(c) for n, c in plan.swapped.items()}
     edits.imports = set(plan.imports)
     edits.aliased = set(plan.aliased)
     return apply_edits(module, edits, pairs.focus(plan))
+
+
+def _kept_ifs(script: TrainingScript, plan: Plan, pairs: _Pairs) -> set[cst.If]:
+    """The `if`s around what the plan removes that stay where it empties them: their tests
+    read a local variable for the last time (lastreads.py)."""
+    removed: list[ast.AST] = [*plan.removed, *plan.collapsed]
+    around = {id(a): a for s in removed for a in script.ancestors(s) if isinstance(a, ast.If)}
+    if not around:
+        return set()
+    tests = [statement.test for statement in around.values()]
+    last = last_reads(script.scopes, tests)
+    kept = [pairs.statement(s) for s in around.values() if id(s.test) in last]
+    return {statement for statement in kept if isinstance(statement, cst.If)}
 
 
 def _statement(code: str) -> cst.BaseStatement:

@@ -108,40 +108,78 @@ def _api_fixes(
     apis: list[tuple[ApiFinding, Finding]],
     request: RewriteRequest,
 ) -> tuple[list[Finding], list[Finding]]:
-    """The torch-xla API fixes the request allows, added to the plan: (fixed, left)."""
+    """The torch-xla API fixes the request allows, added to the plan: (fixed, left). A fix that
+    needs others (an import whose uses all change) goes in only with all of them."""
+
+    def allowed(found: ApiFinding) -> bool:
+        return found.edits is not None and (
+            found.applicability == "safe"
+            or (found.applicability == "unsafe" and request.unsafe_fixes)
+        )
+
+    applied = {id(found.node) for found, _ in apis if allowed(found) and not found.needs}
+    chosen: list[ApiEdits] = []
     fixed: list[Finding] = []
     left: list[Finding] = []
-    edits = ApiEdits()
     for found, finding in apis:
-        allowed = found.applicability == "safe" or (
-            found.applicability == "unsafe" and request.unsafe_fixes
-        )
-        if found.edits is None or not allowed:
+        if allowed(found) and all(id(node) in applied for node in found.needs):
+            assert found.edits is not None
+            chosen.append(found.edits)
+            fixed.append(finding)
+        else:
             left.append(finding)
-            continue
-        edits.merge(found.edits)
-        fixed.append(finding)
     if not fixed:
         return fixed, left
+    edits = ApiEdits()
+    for one in chosen:
+        edits.merge(one)
     for node, code in _nested_swaps_resolved(script, edits.swapped).items():
         plan.swapped[node] = code
-    for statement, lines in edits.statement_code().items():
+    statements = edits.statement_code()
+    _place_anchored_imports(plan, script, chosen, statements)
+    for statement, lines in statements.items():
         if lines:
             plan.replacements[statement] = lines
         else:
             plan.removed.add(statement)
-    added = [f"import {module}" for module, name in edits.imports if name is None]
-    added += [f"from {module} import {name}" for module, name in edits.imports if name]
-    added += [f"import {module} as {alias}" for module, alias in edits.aliased]
-    anchor = _first_import_of(script, "torch_xla")
-    if anchor is not None and anchor not in _leading_imports(script):
+    top = ApiEdits()
+    for one in chosen:
+        if not one.anchors:
+            top.imports |= one.imports
+            top.aliased |= one.aliased
+    first = _first_import_of(script, "torch_xla")
+    if first is not None and first not in _leading_imports(script):
         # beside the file's own torch_xla import, after what the file sets up before it (an
         # environment variable torch_xla reads when imported, say)
-        plan.insert_after(anchor, sorted(added))
+        if top.import_lines():
+            plan.insert_after(first, top.import_lines())
     else:  # with the leading imports, as every import the rewrite adds
-        plan.imports |= edits.imports
-        plan.aliased |= edits.aliased
+        plan.imports |= top.imports
+        plan.aliased |= top.aliased
     return fixed, left
+
+
+def _place_anchored_imports(
+    plan: Plan,
+    script: TrainingScript,
+    chosen: list[ApiEdits],
+    statements: dict[ast.Import | ast.ImportFrom, list[str]],
+) -> None:
+    """The imports of fixes whose file imports torch-xla under a condition or in a function,
+    each right after that import (in its place, where the fix removes it)."""
+    placed: dict[int, tuple[ast.Import | ast.ImportFrom, set[str]]] = {}
+    for one in chosen:
+        for anchor in one.anchors:
+            placed.setdefault(id(anchor), (anchor, set()))[1].update(one.import_lines())
+    for anchor, added in placed.values():
+        if anchor in statements:  # the import goes: the new ones take its place
+            statements[anchor] = [*statements[anchor], *sorted(added)]
+            continue
+        line = script.statement_of(anchor)
+        if isinstance(line, Line):
+            plan.insert_after(line, sorted(added))
+        else:  # on its header's line (`if c: import x`): the body is a block from here on
+            statements[anchor] = [script.code(anchor), *sorted(added)]
 
 
 def _leading_imports(script: TrainingScript) -> list[Statement]:

@@ -249,7 +249,16 @@ def api_pairs(
     if not _commented(lines, [finding for _, finding in paired]):
         return paired  # no comment on a finding's line: nothing suppresses one (no tokenizing)
     table = parse_suppressions(_comments(source))
-    return [(found, finding) for found, finding in paired if not finding_suppressed(finding, table)]
+    suppressed = frozenset(
+        id(found.node) for found, finding in paired if finding_suppressed(finding, table)
+    )
+    if any(id(node) in suppressed for found, _ in paired for node in found.needs):
+        # a use that stays keeps the import its name needs: found again, knowing which stay
+        paired = api_findings(
+            path, source, scopes, lines.span, code, catalogue, enabled, context.torch_xla,
+            suppressed,
+        )  # fmt: skip
+    return [(found, finding) for found, finding in paired if id(found.node) not in suppressed]
 
 
 def _decoded(data: bytes) -> str:

@@ -2,52 +2,244 @@
 `import torch_xla.core.xla_model as xm` whose calls all became `torch_xla.*`. The file was clean
 before; it stays clean (ruff's F401 would flag what the rewrite left).
 
-Only what the rewrite made unused goes: a name some code used before and none uses after.
-Imports that were unused already stay (not the rewrite's business), as do imports inside `try`
-or `if` blocks (an availability probe: `try: import torch_xla` decides what runs) and names
-listed in `__all__` (a re-export).
+Only what the rewrite made unused goes: an import's binding (its scope and name, astscopes.py)
+that some name read or deleted before and none does after. A function's own `xm` does not keep
+the module's. Imports that were unused already stay (not the rewrite's business), as do
+`from __future__` imports and names listed in `__all__` (a re-export).
+
+Where the import stands decides too. In a module, class, function or `if` body it goes (and
+an `if` it leaves empty goes with it, as cstedits.py removes any statement). In a `try` body it
+goes only while another import of its top-level package stays there: the `try` is an
+availability probe (`try: import torch_xla`), and what it probes stays. Elsewhere (a loop, a
+`with`, an `except`) it stays.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import libcst as cst
 
+from xlamigrate.kinds.python.astscopes import Scope, Scopes
+from xlamigrate.kinds.python.cstedits import CstEdits, apply_edits
+from xlamigrate.kinds.python.lastreads import last_reads
+
+ImportNode = ast.Import | ast.ImportFrom
+# Where a scope is, the same in the file before and after the rewrite: the names of the
+# definitions it is in, each with its count among its scope's definitions of that name.
+Place = tuple[str, ...]
+Binding = tuple[Place, str]
+_ROUNDS = 8  # at most: each takes the imports only the previous one's removals left unused
+
 
 def without_unused_imports(before: ast.Module, after: cst.Module) -> cst.Module:
-    """`after` without the import names the rewrite left unused (see the module docstring)."""
-    try:
-        rewritten = ast.parse(after.code)
-    except (SyntaxError, ValueError):
+    """`after` without the import names the rewrite left unused (see the module docstring).
+    Until none is left: an `if` that goes with its import may have been another's last use."""
+    used: set[Binding] | None = None
+    for _ in range(_ROUNDS):
+        try:
+            rewritten = ast.parse(after.code)
+        except (SyntaxError, ValueError):
+            return after
+        if used is None:
+            old = Scopes(before)
+            used = _uses(old, _places(old))
+        scopes = Scopes(rewritten)
+        dropped, again = _dropped(used, rewritten, scopes)
+        if not dropped:
+            return after
+        edited = _without(after, rewritten, scopes, dropped)
+        if edited is after or not again:
+            return edited
+        after = edited
+    return after
+
+
+def _without(
+    after: cst.Module, rewritten: ast.Module, scopes: Scopes, dropped: dict[int, set[int]]
+) -> cst.Module:
+    """`after` (`rewritten` on ast) without the names `dropped` of its import statements."""
+    found = _cst_imports(after.body, ())
+    imports = _in_order(rewritten)
+    if len(imports) != len(found):  # (the same code: never expected)
         return after
-    dropped = (_loaded(before) - _loaded(rewritten)) & _bound_at_block_level(rewritten)
-    dropped -= _exported(rewritten)
-    if not dropped:
-        return after
-    return after.visit(_Dropper(frozenset(dropped)))
+    edits = CstEdits()
+    focus: set[cst.CSTNode] = set()
+    parents = _parents(rewritten)
+    around: dict[int, tuple[ast.If, cst.If]] = {}  # the `if`s holding what goes
+    for node, (theirs, holders) in zip(imports, found, strict=True):
+        names = dropped.get(id(node))
+        if not names:
+            continue
+        focus.update((theirs, *holders))
+        compounds = [h for h in holders if isinstance(h, cst.BaseCompoundStatement)]
+        for mine, other in zip(_enclosing(node, parents), reversed(compounds), strict=False):
+            if isinstance(mine, ast.If) and isinstance(other, cst.If):
+                around[id(mine)] = (mine, other)
+        if len(names) == len(node.names):
+            edits.removed.add(theirs)
+            continue
+        assert not isinstance(theirs.names, cst.ImportStar)
+        kept = [alias for i, alias in enumerate(theirs.names) if i not in names]
+        kept[-1] = kept[-1].with_changes(comma=theirs.names[-1].comma)
+        edits.swapped[theirs] = theirs.with_changes(names=kept)
+    last = last_reads(scopes, [mine.test for mine, _ in around.values()])
+    edits.kept_ifs = {other for mine, other in around.values() if id(mine.test) in last}
+    return apply_edits(after, edits, focus)
 
 
-def _loaded(module: ast.Module) -> set[str]:
-    return {node.id for node in ast.walk(module) if isinstance(node, ast.Name)}
+def _parents(module: ast.Module) -> dict[int, ast.stmt]:
+    """By the id of a statement, the compound statement whose body (or clause) holds it."""
+    parents: dict[int, ast.stmt] = {}
+    for node in ast.walk(module):
+        if isinstance(node, ast.stmt):
+            for body, _ in _clauses(node):
+                parents.update((id(child), node) for child in body)
+    return parents
 
 
-def _bound_at_block_level(module: ast.Module) -> set[str]:
-    """Names bound by imports that are statements of the module or of a function's body."""
-    bodies: list[list[ast.stmt]] = [module.body]
-    bodies += [
-        n.body for n in ast.walk(module) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
-    ]
-    return {
-        _bound(alias, isinstance(statement, ast.ImportFrom))
-        for body in bodies
-        for statement in body
-        if isinstance(statement, ast.Import | ast.ImportFrom)
-        and not (isinstance(statement, ast.ImportFrom) and statement.module == "__future__")
-        for alias in statement.names
-        if alias.name != "*"
-    }
+def _enclosing(statement: ast.stmt, parents: dict[int, ast.stmt]) -> Iterator[ast.stmt]:
+    """The compound statements around `statement`, innermost first."""
+    parent = parents.get(id(statement))
+    while parent is not None:
+        yield parent
+        parent = parents.get(id(parent))
+
+
+def _dropped(
+    used_before: set[Binding], after: ast.Module, new: Scopes
+) -> tuple[dict[int, set[int]], bool]:
+    """By the id of an import statement of `after` (its scopes: `new`), the indexes of its
+    names that go; and whether an `if` may go with them (its test's names may have lost their
+    last use)."""
+    places = _places(new)
+    used_after = _uses(new, places)
+    exported = _exported(after)
+    scope_of = {id(node): scope for node, scope, _ in new.order if isinstance(node, ImportNode)}
+    dropped: dict[int, set[int]] = {}
+    again = False
+    for body, kind in _bodies(after):
+        goes: list[tuple[ImportNode, int]] = []
+        for statement in body:
+            if not isinstance(statement, ImportNode) or _kept_always(statement):
+                continue
+            scope = scope_of[id(statement)]
+            place = places.get(id(scope))
+            for index, alias in enumerate(statement.names):
+                name = _bound(alias, isinstance(statement, ast.ImportFrom))
+                binding = (place, name) if place is not None else None
+                if (
+                    binding is not None
+                    and binding in used_before
+                    and binding not in used_after
+                    and not (scope is new.module and name in exported)
+                ):
+                    goes.append((statement, index))
+        if kind == "try":
+            goes = _probed_stays(body, goes)
+        for statement, index in goes:
+            dropped.setdefault(id(statement), set()).add(index)
+        again = again or (kind == "if" and all(_goes_whole(s, dropped) for s in body))
+    return dropped, again
+
+
+def _goes_whole(statement: ast.stmt, dropped: dict[int, set[int]]) -> bool:
+    names = dropped.get(id(statement), ())
+    return isinstance(statement, ImportNode) and len(names) == len(statement.names)
+
+
+def _kept_always(statement: ImportNode) -> bool:
+    if isinstance(statement, ast.ImportFrom):
+        return statement.module == "__future__" or any(a.name == "*" for a in statement.names)
+    return False
+
+
+def _probed_stays(
+    body: list[ast.stmt], goes: list[tuple[ImportNode, int]]
+) -> list[tuple[ImportNode, int]]:
+    """What goes of a `try` body's imports: of a package none of whose imports there would
+    stay, the first stays (what the `try` probes)."""
+    going = {(id(statement), index) for statement, index in goes}
+    staying: set[str] = set()
+    first_going: dict[str, tuple[int, int]] = {}
+    for statement in body:
+        if not isinstance(statement, ImportNode):
+            continue
+        for index, alias in enumerate(statement.names):
+            package = _package(statement, alias)
+            if (id(statement), index) not in going:
+                staying.add(package)
+            else:
+                first_going.setdefault(package, (id(statement), index))
+    kept = {where for package, where in first_going.items() if package not in staying}
+    return [(s, i) for s, i in goes if (id(s), i) not in kept]
+
+
+def _package(statement: ImportNode, alias: ast.alias) -> str:
+    if isinstance(statement, ast.Import):
+        return alias.name.split(".", 1)[0]
+    return "." * statement.level + (statement.module or "").split(".", 1)[0]
+
+
+def _bodies(module: ast.Module) -> Iterator[tuple[list[ast.stmt], str]]:
+    """The bodies whose imports may go, each with its kind (`_clauses`)."""
+    yield module.body, "goes"
+    stack: list[ast.stmt] = list(module.body)
+    while stack:
+        for body, kind in _clauses(stack.pop()):
+            if body and kind != "stays":
+                yield body, kind
+            stack.extend(body)
+
+
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _clauses(statement: ast.stmt) -> list[tuple[list[ast.stmt], str]]:
+    """A compound statement's bodies, each with what becomes of its imports: "goes", "if"
+    (goes, and the clause with it where nothing else is in it), "try" (goes while the probe
+    stays) or "stays" (a loop's, a `with`'s, a handler's...)."""
+    if isinstance(statement, _DEFINITIONS):
+        return [(statement.body, "goes")]
+    if isinstance(statement, ast.If):
+        return [(statement.body, "if"), (statement.orelse, "if")]
+    if isinstance(statement, (ast.Try, ast.TryStar)):
+        handlers = [(handler.body, "stays") for handler in statement.handlers]
+        after = [(statement.orelse, "stays"), (statement.finalbody, "stays")]
+        return [(statement.body, "try"), *handlers, *after]
+    if isinstance(statement, ast.Match):
+        return [(case.body, "stays") for case in statement.cases]
+    bodies = (getattr(statement, "body", []), getattr(statement, "orelse", []))
+    return [(body, "stays") for body in bodies if isinstance(body, list)]
+
+
+def _places(scopes: Scopes) -> dict[int, Place]:
+    """By the id of a scope of the module, its definitions, or the module's: where it is.
+    (Lambdas and comprehensions bind no import: they have none.)"""
+    places: dict[int, Place] = {id(scopes.module): ()}
+    counts: dict[tuple[int, str], int] = {}
+    for node, scope, _ in scopes.order:
+        if not isinstance(node, _DEFINITIONS):
+            continue
+        inner, outer = scopes.opened.get(id(node)), places.get(id(scope))
+        if inner is None or outer is None:
+            continue
+        count = counts[id(scope), node.name] = counts.get((id(scope), node.name), 0) + 1
+        places[id(inner)] = (*outer, f"{node.name}#{count}")
+    return places
+
+
+def _uses(scopes: Scopes, places: dict[int, Place]) -> set[Binding]:
+    """The bindings names are read or deleted from."""
+    used: set[Binding] = set()
+    for node, scope, _ in scopes.order:
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Store):
+            binder: Scope | None = scope.binder(node.id)
+            place = places.get(id(binder)) if binder is not None else None
+            if place is not None:
+                used.add((place, node.id))
+    return used
 
 
 def _bound(alias: ast.alias, from_import: bool) -> str:
@@ -71,68 +263,47 @@ def _exported(module: ast.Module) -> set[str]:
     return set()
 
 
-class _Dropper(cst.CSTTransformer):
-    def __init__(self, names: frozenset[str]) -> None:
-        super().__init__()
-        self.names = names
-
-    def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
-        return updated.with_changes(body=self._kept(updated.body))
-
-    def leave_FunctionDef(
-        self, original: cst.FunctionDef, updated: cst.FunctionDef
-    ) -> cst.FunctionDef:
-        body = updated.body
-        if not isinstance(body, cst.IndentedBlock):
-            return updated
-        kept = self._kept(body.body)
-        if not kept:  # a function of imports only: left as it is
-            return updated
-        return updated.with_changes(body=body.with_changes(body=kept))
-
-    def _kept(self, body: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
-        kept: list[cst.BaseStatement] = []
-        carried: Sequence[cst.EmptyLine] = ()  # the comments above a line that went
-        for statement in body:
-            if isinstance(statement, cst.SimpleStatementLine):
-                smalls = [s for s in map(self._small, statement.body) if s is not None]
-                if not smalls:
-                    carried = [*carried, *statement.leading_lines]
-                    continue
-                last = smalls[-1].with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
-                statement = statement.with_changes(body=[*smalls[:-1], last])
-            if carried and isinstance(
-                statement, cst.SimpleStatementLine | cst.BaseCompoundStatement
-            ):
-                leading = _joined(carried, statement.leading_lines)
-                statement = statement.with_changes(leading_lines=leading)
-                carried = ()
-            kept.append(statement)
-        return kept
-
-    def _small(self, small: cst.BaseSmallStatement) -> cst.BaseSmallStatement | None:
-        if not isinstance(small, cst.Import | cst.ImportFrom) or isinstance(
-            small.names, cst.ImportStar
-        ):
-            return small
-        aliases = [a for a in small.names if self._name(a, small) not in self.names]
-        if len(aliases) == len(small.names):
-            return small
-        if not aliases:
-            return None
-        last = aliases[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-        return small.with_changes(names=[*aliases[:-1], last])
-
-    @staticmethod
-    def _name(alias: cst.ImportAlias, small: cst.Import | cst.ImportFrom) -> str:
-        if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-            return alias.asname.name.value
-        dotted = cst.Module(body=()).code_for_node(alias.name)
-        return dotted if isinstance(small, cst.ImportFrom) else dotted.split(".", 1)[0]
+def _in_order(module: ast.Module) -> list[ImportNode]:
+    """The module's import statements in the order of the file."""
+    found = [node for node in ast.walk(module) if isinstance(node, ImportNode)]
+    return sorted(found, key=lambda node: (node.lineno, node.col_offset))
 
 
-def _joined(carried: Sequence[cst.EmptyLine], own: Sequence[cst.EmptyLine]) -> list[cst.EmptyLine]:
-    """The lines above a statement whose previous line went: its own blank lines where it has
-    some (they separate it as the author wanted), else the removed line's; comments kept."""
-    comments = [line for line in carried if line.comment is not None]
-    return [*comments, *own] if own else list(carried)
+_Found = list[tuple[cst.Import | cst.ImportFrom, tuple[cst.CSTNode, ...]]]
+
+
+def _cst_imports(statements: Sequence[cst.CSTNode], holders: tuple[cst.CSTNode, ...]) -> _Found:
+    """The import statements of a libcst body in the order of the file, each with the
+    statements that hold it (what the edits' focus needs): only bodies are walked."""
+    found: _Found = []
+    for statement in statements:
+        if isinstance(statement, (cst.Import, cst.ImportFrom)):
+            found.append((statement, holders))
+        elif isinstance(statement, cst.SimpleStatementLine):
+            found += _cst_imports(statement.body, (*holders, statement))
+        elif isinstance(statement, cst.BaseCompoundStatement):
+            inner = (*holders, statement)
+            for clause in _cst_clauses(statement):
+                if isinstance(clause, cst.If):  # an `elif`: a statement of its own
+                    found += _cst_imports([clause], inner)
+                else:
+                    found += _cst_imports(clause.body, inner)
+    return found
+
+
+def _cst_clauses(statement: cst.BaseCompoundStatement) -> list[cst.If | cst.BaseSuite]:
+    """A compound statement's suites in the order of the file (an `elif` as its `if`)."""
+    if isinstance(statement, cst.Match):
+        return [case.body for case in statement.cases]
+    suites: list[cst.If | cst.BaseSuite] = [statement.body]
+    if isinstance(statement, (cst.Try, cst.TryStar)):
+        suites += [handler.body for handler in statement.handlers]
+    orelse = getattr(statement, "orelse", None)
+    if isinstance(orelse, cst.If):
+        suites.append(orelse)
+    elif isinstance(orelse, cst.Else):
+        suites.append(orelse.body)
+    final = getattr(statement, "finalbody", None)
+    if isinstance(final, cst.Finally):
+        suites.append(final.body)
+    return suites

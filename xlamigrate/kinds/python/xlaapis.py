@@ -11,20 +11,25 @@ and default arguments alike; a local name that shadows an import is not a use.
 A fix refers to the replacement the way the file already does (a name it binds to the
 replacement's module, `xr` for torch_xla.runtime, say), else through the conventional alias
 (`import torch_xla.runtime as xr`) or the dotted path, and maps the call's arguments as the
-table says. What it cannot write (an argument the replacement does not take, a replacement
-newer than the torch-xla the project pins) is reported, not fixed."""
+table says. The import it adds goes where the file imports what the use goes through (under the
+same `if`, in the same function): a module that imports torch-xla only where it is installed
+still imports without it. An import that goes with its uses' fixes is one unit with them.
+What it cannot write (an argument the replacement does not take, a replacement newer than the
+torch-xla the project pins, or than the oldest release a version check around the use lets it
+run on: `else` of `if is_pt21_plus:`, versionchecks.py) is reported, not fixed; so is a use
+under a version check that cannot be read."""
 
 from __future__ import annotations
 
 import ast
 import functools
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from xlamigrate.apitable import ApiTable, Parameter, Version, XlaApi, api_table
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.kinds.python.astscopes import Scope, Scopes
+from xlamigrate.kinds.python.versionchecks import Branch, Releases, VersionChecks
 from xlamigrate.model import Applicability, Finding, Fix, Span
 
 # (as kinds/python/imports.py names them; that module loads libcst, which a scan never does)
@@ -68,12 +73,23 @@ class ApiEdits:
     )
     imports: set[Needed] = field(default_factory=set)
     aliased: set[Aliased] = field(default_factory=set)
+    # Where the added imports go: after these import statements, the file's own imports of
+    # what the use goes through (in a function, under an `if`, in a `try`); none: with the
+    # module's own imports at its top, the file's imports being unconditional there.
+    anchors: tuple[ast.Import | ast.ImportFrom, ...] = ()
 
     def merge(self, other: ApiEdits) -> None:
         self.swapped.update(other.swapped)
         self.renamed += other.renamed
         self.imports |= other.imports
         self.aliased |= other.aliased
+
+    def import_lines(self) -> list[str]:
+        """The import statements the fix adds."""
+        added = [f"import {module}" for module, name in self.imports if name is None]
+        added += [f"from {module} import {name}" for module, name in self.imports if name]
+        added += [f"import {module} as {alias}" for module, alias in self.aliased]
+        return sorted(added)
 
     def statement_code(self) -> dict[ast.Import | ast.ImportFrom, list[str]]:
         """Each import statement with a name renamed or removed: the statements that take its
@@ -102,6 +118,9 @@ class ApiFinding:
     subject: str
     applicability: Applicability
     edits: ApiEdits | None = None
+    # the uses whose fixes this one needs applied with it (an import that goes once no use of
+    # its name is left): one unit, applied whole or not at all
+    needs: tuple[ast.AST, ...] = ()
 
 
 def api_uses(scopes: Scopes, table: ApiTable) -> tuple[list[ApiUse], list[ApiImport]]:
@@ -213,11 +232,6 @@ def _imported(node: ast.AST, table: ApiTable) -> Iterator[ApiImport]:
                 yield ApiImport(api, node, alias, bound, member=alias.name)
 
 
-# What a test of the running release looks like: `torch_xla.__version__`, `version_tuple >=`,
-# `is_pt20`, `TORCH_VERSION`, `xla_version`...
-_VERSION_TEST = re.compile(r"(?i)version|\bis_(?:pt|torch|xla)_?\d|\bpt_?\d{2}\b")
-
-
 class ApiFixer:
     """The findings (and fixes) for a file's uses and imports of table entries."""
 
@@ -228,7 +242,9 @@ class ApiFixer:
         code: Callable[[ast.AST], str],
         fixes: dict[str, Applicability],
         floor: Version | None = None,
+        suppressed: frozenset[int] = frozenset(),
     ) -> None:
+        self.suppressed = suppressed  # the ids of uses whose findings a comment suppresses
         self.fixes = fixes  # each rule's applicability for a fix it writes (XM504: unsafe)
         self.scopes = scopes
         self.table = table
@@ -237,16 +253,21 @@ class ApiFixer:
 
     def findings(self, uses: list[ApiUse], imports: list[ApiImport]) -> list[ApiFinding]:
         found: list[ApiFinding] = []
-        fixed_bindings: dict[str, bool] = {}  # a from-imported name -> every use of it fixed
+        # a from-imported name -> the weakest fix of its uses ("manual": one is not fixed) and
+        # the uses themselves
+        fixed_bindings: dict[str, tuple[Applicability, tuple[ast.AST, ...]]] = {}
         for use in uses:
             finding = self._module_use(use) if use.api.is_module else self._use(use)
             if finding is None:
                 continue
-            finding = self._unless_version_checked(finding)
+            finding = self._unless_version_checked(self._placed(finding, use))
             found.append(finding)
             if isinstance(use.node, ast.Name):
-                fixed = finding.edits is not None
-                fixed_bindings[use.node.id] = fixed_bindings.get(use.node.id, True) and fixed
+                weakest, nodes = fixed_bindings.get(use.node.id, ("safe", ()))
+                fix = finding.applicability if finding.edits is not None else "manual"
+                if id(finding.node) in self.suppressed:  # the use stays: so does its import
+                    fix = "manual"
+                fixed_bindings[use.node.id] = (_weaker(weakest, fix), (*nodes, finding.node))
         found += self._imports(imports, uses, fixed_bindings)
         return found
 
@@ -263,13 +284,13 @@ class ApiFixer:
         if api.replacement is None:
             return ApiFinding(api, use.node, f"{spelled}: {api.status}; {api.note}", "manual")
         head = f"{spelled}: {api.status}; use {_called(api.replacement, call)}{_since(api)}"
-        problem = self._too_new(api.since)
+        problem = self._too_new(api.since, use.node)
         if problem is not None:
             return ApiFinding(api, use.node, f"{head}; not fixed: {problem}", "manual")
         edits = ApiEdits()
         target = self._written(api.replacement, use.scope, edits, dotted=_dotted(use.node))
         if call is None:
-            applicability: Applicability = "safe" if self._as_is(api) else "unsafe"
+            applicability: Applicability = "safe" if self._as_is(api, use.node) else "unsafe"
             if api.prefix or api.defaults:
                 return ApiFinding(
                     api,
@@ -340,16 +361,16 @@ class ApiFixer:
         if parameter.only is not None and parameter.only not in _qualified(scope, argument):
             return f"its `{parameter.name}` is not {parameter.only}"
         if parameter.to != "-":
-            problem = self._too_new(parameter.since)
+            problem = self._too_new(parameter.since, argument)
             if problem is not None:
                 return f"`{parameter.to}` needs torch-xla {parameter.since}; {problem}"
         return None
 
-    def _as_is(self, api: XlaApi) -> bool:
+    def _as_is(self, api: XlaApi, node: ast.AST) -> bool:
         """Whether a reference to the function can name the replacement unchanged: every
-        parameter keeps its name and the project's torch-xla takes it."""
+        parameter keeps its name and the torch-xla the use runs on takes it."""
         return all(
-            p.to == p.name and p.only is None and self._too_new(p.since) is None
+            p.to == p.name and p.only is None and self._too_new(p.since, node) is None
             for p in api.parameters
         )
 
@@ -368,10 +389,22 @@ class ApiFixer:
             node = node.value
         return isinstance(node, (ast.Constant, ast.Name))
 
-    def _too_new(self, since: Version | None) -> str | None:
-        if since is None or self.floor is None or since <= self.floor:
+    def _too_new(self, since: Version | None, node: ast.AST) -> str | None:
+        """Why a replacement from `since` cannot be written at `node` (None: it can): the
+        oldest release it runs on is older, the project's floor or a version check's around it
+        (`if is_pt21_plus:`: 2.1), or a check's branch has none (the `else` of that)."""
+        if since is None:
             return None
-        return f"the project runs on torch-xla {self.floor}"
+        known = [(b, b.releases) for b in self._checks.around(node) if b.releases is not None]
+        floor, deciding = self.floor, None
+        for branch, releases in known:
+            if releases.lower is not None and (floor is None or releases.lower >= floor):
+                floor, deciding = releases.lower, branch
+        if floor is not None and since <= floor:
+            return None
+        if deciding is None and (floor is not None or not known):
+            return None if floor is None else f"the project runs on torch-xla {floor}"
+        return _under(deciding or known[-1][0], [releases for _, releases in known], self.floor)
 
     # -- a replaced module's use ---------------------------------------------------------------
 
@@ -391,7 +424,7 @@ class ApiFixer:
         assert module_node is not None
         if isinstance(module_node, ast.Name):
             return None  # an import binds the name: its finding (and fix) is the import's
-        problem = self._too_new(api.since)
+        problem = self._too_new(api.since, module_node)
         head = f"{self.code(module_node)}: {api.status}; use {api.replacement}{_since(api)}"
         if problem is not None:
             return ApiFinding(api, module_node, f"{head}; not fixed: {problem}", "manual")
@@ -402,7 +435,7 @@ class ApiFixer:
     # -- imports -------------------------------------------------------------------------------
 
     def _imports(
-        self, imports: list[ApiImport], uses: list[ApiUse], fixed: dict[str, bool]
+        self, imports: list[ApiImport], uses: list[ApiUse], fixed: dict[str, _Fixed]
     ) -> list[ApiFinding]:
         """An import of a removed name fails at import time: it is reported and, once every use
         of the name it binds is fixed, removed (a module: imported from its successor)."""
@@ -410,15 +443,15 @@ class ApiFixer:
         return [self._unless_version_checked(f) for f in found if f is not None]
 
     def _unless_version_checked(self, finding: ApiFinding) -> ApiFinding:
-        """A fix inside a branch of a version check (`elif is_pt20:`) is left for a hand
-        edit: the branch may be the one for a torch-xla older than the successor."""
+        """A fix inside a branch of a version check that cannot be read (`if version_ok():`)
+        is left for a hand edit: the branch may be the one for a torch-xla older than the
+        successor. One that can be read gives the oldest release instead (`_too_new`)."""
         if finding.edits is None:
             return finding
-        line = getattr(finding.node, "lineno", 0)
-        around = [(start, t) for start, end, t in self._checks if start <= line <= end]
-        if not around:
+        unread = [b for b in self._checks.around(finding.node) if b.releases is None]
+        if not unread:
             return finding
-        test = max(around)[1]  # the innermost
+        test = unread[-1].test  # the innermost
         subject = (
             f"{finding.subject}; not fixed: under a version check (`{test}`), a branch that "
             "may run on an older torch-xla than its successor's: edit it by hand"
@@ -426,29 +459,26 @@ class ApiFixer:
         return ApiFinding(finding.api, finding.node, subject, "manual")
 
     @functools.cached_property
-    def _checks(self) -> list[tuple[int, int, str]]:
-        """(first line, last line, test) of each branch of an `if` that tests a version."""
-        found = []
-        for node, _, _ in self.scopes.order:
-            if isinstance(node, ast.If):
-                test = self.code(node.test)
-                if _VERSION_TEST.search(test):
-                    end = node.end_lineno or node.lineno
-                    found.append((node.lineno, end, " ".join(test.split())))
-        return found
+    def _checks(self) -> VersionChecks:
+        """The branches of the file's version checks, and the releases each runs on."""
+        return VersionChecks(self.scopes, self.code)
 
     def _import(
-        self, entry: ApiImport, uses: list[ApiUse], fixed: dict[str, bool]
+        self, entry: ApiImport, uses: list[ApiUse], fixed: dict[str, _Fixed]
     ) -> ApiFinding | None:
+        """The import goes with the fixes of its name's uses, as one unit: as safe as the
+        least safe of them, applied only where all of them are."""
         api = entry.api
         statement = entry.statement
         spelled = _import_code(statement, [entry.alias])
         if api.is_module:
             return self._module_import(entry, uses, spelled)
-        if api.removed is None and not fixed.get(entry.bound, False):
+        weakest, needs = fixed.get(entry.bound, ("safe" if api.replacement else "manual", ()))
+        all_fixed = weakest != "manual"
+        if api.removed is None and not (all_fixed and needs):
             return None  # still importable; its uses have their own findings
         head = f"{spelled}: {api.status}"
-        if api.removed is not None and not fixed.get(entry.bound, bool(api.replacement)):
+        if api.removed is not None and not all_fixed:
             reason = "not fixed: its uses are not all fixed" if entry.bound in fixed else ""
             if api.replacement is None:
                 reason = api.note
@@ -458,13 +488,13 @@ class ApiFixer:
             return ApiFinding(api, entry.alias, subject, "manual")
         edits = ApiEdits(renamed=[(statement, entry.alias, None)])
         subject = f"{head}; the import goes, its uses call {api.replacement}{_since(api)}"
-        return ApiFinding(api, entry.alias, subject, "safe", edits)
+        return ApiFinding(api, entry.alias, subject, weakest, edits, needs)
 
     def _module_import(self, entry: ApiImport, uses: list[ApiUse], spelled: str) -> ApiFinding:
         api = entry.api
         assert api.replacement is not None
         head = f"{spelled}: {api.status}; use {api.replacement}{_since(api)}"
-        problem = self._too_new(api.since)
+        problem = self._too_new(api.since, entry.alias)
         if problem is not None:
             return ApiFinding(api, entry.alias, f"{head}; not fixed: {problem}", "manual")
         statement = entry.statement
@@ -491,6 +521,54 @@ class ApiFixer:
             code = _module_import_code(api.replacement, entry)
         edits = ApiEdits(renamed=[(statement, entry.alias, code)])
         return ApiFinding(api, entry.alias, head, "safe", edits)
+
+    # -- where added imports go -----------------------------------------------------------------
+
+    def _placed(self, finding: ApiFinding, use: ApiUse) -> ApiFinding:
+        """The fix with its imports placed where the file imports what the use goes through:
+        under the same condition, in the same function (a GPU or CPU run without torch-xla
+        never reaches them), or with the module's imports where those are unconditional."""
+        edits = finding.edits
+        if edits is None or not (edits.imports or edits.aliased):
+            return finding
+        anchors = self._anchors(use)
+        if anchors is None:
+            subject = (
+                f"{finding.subject}; not fixed: where the file imports "
+                f"`{_root(use.node)}` is not an import statement the fix can add its import beside"
+            )
+            return ApiFinding(finding.api, finding.node, subject, "manual")
+        edits.anchors = anchors
+        return finding
+
+    def _anchors(self, use: ApiUse) -> tuple[ast.Import | ast.ImportFrom, ...] | None:
+        """The import statements binding the name the use starts from (none: they are all
+        statements of the module's own body), or None where an import does not bind it."""
+        root = _root(use.node)
+        binder = use.scope.binder(root) if root is not None else None
+        if binder is None:
+            return None
+        statements = self._binding_imports.get((id(binder), root), [])  # type: ignore[arg-type]
+        if not statements:
+            return None
+        top = {id(statement) for statement in self.scopes.tree.body}
+        if all(id(statement) in top for statement in statements):
+            return ()
+        return tuple(statements)
+
+    @functools.cached_property
+    def _binding_imports(self) -> dict[tuple[int, str], list[ast.Import | ast.ImportFrom]]:
+        """The import statements binding each (scope, name)."""
+        found: dict[tuple[int, str], list[ast.Import | ast.ImportFrom]] = {}
+        for node, scope, _ in self.scopes.order:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for alias in node.names:
+                    from_import = isinstance(node, ast.ImportFrom)
+                    bound = alias.asname or (
+                        alias.name if from_import else alias.name.split(".")[0]
+                    )
+                    found.setdefault((id(scope), bound), []).append(node)
+        return found
 
     # -- writing a qualified name ----------------------------------------------------------------
 
@@ -519,12 +597,15 @@ class ApiFixer:
         return qualified
 
     def _binding_of(self, module: str, scope: Scope) -> str | None:
-        """A name the file's module scope binds to `module` and `scope` sees as such; for a
-        top-level package, its own name once it is bound (`import torch_xla.core.xla_model`
+        """A name `scope` or a scope around it binds to `module` and `scope` sees as such; for
+        a top-level package, its own name once it is bound (`import torch_xla.core.xla_model`
         binds `torch_xla`)."""
-        candidates = sorted(
-            name for name, qualified in self.scopes.module.bindings.items() if qualified == {module}
-        )
+        around: Scope | None = scope
+        bindings: dict[str, set[str]] = {}
+        while around is not None:
+            bindings = {**around.bindings, **bindings}
+            around = around.parent
+        candidates = sorted(name for name, qualified in bindings.items() if qualified == {module})
         preferred = self.table.aliases.get(module)
         if preferred in candidates:
             candidates.remove(preferred)
@@ -534,6 +615,22 @@ class ApiFixer:
     def _bound_anywhere(self, name: str) -> bool:
         scopes = [self.scopes.module, *self.scopes.opened.values()]
         return any(name in scope.bindings for scope in scopes)
+
+
+_Fixed = tuple[Applicability, tuple[ast.AST, ...]]  # the weakest fix of a name's uses; the uses
+_STRENGTH: dict[Applicability, int] = {"safe": 0, "unsafe": 1, "manual": 2}
+
+
+def _weaker(one: Applicability, other: Applicability) -> Applicability:
+    return one if _STRENGTH[one] >= _STRENGTH[other] else other
+
+
+def _under(branch: Branch, around: list[Releases], floor: Version | None) -> str:
+    """Which check keeps a use on releases older than its successor, and which those are."""
+    releases = Releases(lower=floor)
+    for each in around:
+        releases = releases & each
+    return f"under {branch.said}, it runs on {releases}"
 
 
 def _joined(imports: list[str]) -> list[str]:
@@ -550,6 +647,13 @@ def _joined(imports: list[str]) -> list[str]:
         else:
             joined.append(line)
     return [f"{line} import {', '.join(names[line])}" if line in names else line for line in joined]
+
+
+def _root(node: ast.expr) -> str | None:
+    """The name an attribute chain starts from (`xm` in `xm.mark_step`)."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
 
 
 def _called(name: str, call: ast.Call | None) -> str:
@@ -634,16 +738,18 @@ def api_findings(
     catalogue: Catalogue,
     enabled: frozenset[str],
     floor: Version | None,
+    suppressed: frozenset[int] = frozenset(),
 ) -> list[tuple[ApiFinding, Finding]]:
     """The file's uses of deprecated and removed torch-xla APIs, as findings of the enabled
-    rules (and what each fix writes)."""
+    rules (and what each fix writes). `suppressed`: the ids of the nodes whose findings a
+    comment suppresses (their imports stay with them)."""
     table = api_table()
     rules = table.rules() & enabled
     if not rules or not any(name in source for name in table.last_names):
         return []
     uses, imports = api_uses(scopes, table)
     fixes = {code_: catalogue.rule(code_).fix or "manual" for code_ in rules}
-    fixer = ApiFixer(scopes, table, code, fixes, floor)
+    fixer = ApiFixer(scopes, table, code, fixes, floor, suppressed)
     paired = []
     for found in fixer.findings(uses, imports):
         if found.api.rule not in rules:

@@ -1,0 +1,249 @@
+"""Reading version checks (xlamigrate/kinds/python/versionchecks.py): each spelling real
+projects use, the torch-xla releases each branch runs on, and the tests it cannot read."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from xlamigrate.apitable import Version
+from xlamigrate.kinds.python.astscopes import Scopes
+from xlamigrate.kinds.python.versionchecks import ANY, VersionChecks
+from xlamigrate.releasetable import release_table
+
+
+def branches(source: str) -> tuple[str | None, str | None] | None:
+    """The releases the body and the `else` of the source's last `if` run on (None: cannot be
+    read); None where that `if` is no version check."""
+    source += "\n    body()\nelse:\n    orelse()\n"
+    tree = ast.parse(source)
+    checks = VersionChecks(Scopes(tree))
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and _called(n) in MARKS]
+    said: list[str | None] = []
+    for call in sorted(calls, key=lambda call: MARKS.index(_called(call))):
+        around = checks.around(call)
+        if not around:
+            return None
+        releases = ANY
+        for branch in around:
+            if branch.releases is None:
+                said.append(None)
+                break
+            releases = releases & branch.releases
+        else:
+            said.append(str(releases))
+    return said[0], said[1]
+
+
+MARKS = ["body", "orelse"]
+
+
+def _called(call: ast.Call) -> str:
+    return call.func.id if isinstance(call.func, ast.Name) else ""
+
+
+@pytest.mark.parametrize(
+    ("source", "body", "orelse"),
+    [
+        # a running version compared with a constant
+        ("import torch\nif torch.__version__ >= '2.1':", "2.1+", "before 2.1"),
+        ("import torch_xla\nif torch_xla.__version__ < '2.5':", "before 2.5", "2.5+"),
+        ("from torch_xla import __version__\nif '2.3' <= __version__:", "2.3+", "before 2.3"),
+        (
+            "import torch\nfrom packaging import version\n"
+            "if version.parse(torch.__version__) >= version.parse('2.2'):",
+            "2.2+",
+            "before 2.2",
+        ),
+        (
+            "import packaging.version\nimport torch\n"
+            "if packaging.version.Version(torch.__version__) > packaging.version.Version('2.1.2'):",
+            "2.1+",
+            "before 2.2",  # 2.1.0 to 2.1.2 fail it
+        ),
+        (
+            "import torch\nfrom packaging.version import Version\n"
+            "if Version(torch.__version__).release >= (2, 4):",
+            "2.4+",
+            "before 2.4",
+        ),
+        (
+            "import torch\nfrom distutils.version import LooseVersion\n"
+            "if LooseVersion(torch.__version__) >= LooseVersion('1.13'):",
+            "1.13+",
+            "before 1.13",
+        ),
+        (
+            "from importlib.metadata import version\nif version('torch-xla') >= '2.3':",
+            "2.3+",
+            "before 2.3",
+        ),
+        ("from compat import TORCH_VERSION\nif TORCH_VERSION >= (1, 13):", "1.13+", "before 1.13"),
+        ("if (2, 0) <= XLA_VERSION < (2, 5):", "2.0+, before 2.5", "any torch-xla"),
+        ("import torch\nif torch.__version__ == '2.1.2':", "2.1+, before 2.2", "any torch-xla"),
+        (
+            "import torch\nif torch.__version__.startswith('2.0'):",
+            "2.0+, before 2.1",
+            "any torch-xla",
+        ),
+        # aws-neuron-samples: a tuple of the version's numbers, then flags from it
+        (
+            "from torch_xla import __version__\n"
+            "version_tuple = tuple(map(int, __version__.split('.')[:2]))\n"
+            "is_pt21_plus = version_tuple >= (2,1)\n"
+            "if is_pt21_plus:",
+            "2.1+",
+            "before 2.1",
+        ),
+        (
+            "from torch_xla import __version__\n"
+            "version_tuple = tuple(map(int, __version__.split('.')[:2]))\n"
+            "is_pt20 = version_tuple == (2,0)\n"
+            "if is_pt20:",
+            "2.0+, before 2.1",
+            "any torch-xla",
+        ),
+        # the libraries' helpers
+        (
+            "from transformers.utils import is_torch_greater_or_equal\n"
+            "if is_torch_greater_or_equal('2.2', accept_dev=True):",
+            "2.2+",
+            "before 2.2",
+        ),
+        (
+            "from accelerate.utils import is_torch_version\nif is_torch_version('>=', '2.3.0'):",
+            "2.3+",
+            "before 2.3",
+        ),
+        (
+            "from accelerate.utils import compare_versions\n"
+            "if compare_versions('torch', '<', '2.6'):",
+            "before 2.6",
+            "2.6+",
+        ),
+        (
+            "import operator\nfrom lightning_utilities.core.imports import compare_version\n"
+            "if compare_version('torch', operator.ge, '2.1.0'):",
+            "2.1+",
+            "before 2.1",
+        ),
+        (
+            "from lightning_utilities.core.imports import RequirementCache\n"
+            "if RequirementCache('torch_xla>=2.2,<2.6'):",
+            "2.2+, before 2.6",
+            "any torch-xla",
+        ),
+        # flags named for a release, imported (or not bound at all)
+        ("from compat import is_pt21_plus\nif is_pt21_plus:", "2.1+", "before 2.1"),
+        (
+            "from lightning.fabric.accelerators.xla import _XLA_GREATER_EQUAL_2_1\n"
+            "if _XLA_GREATER_EQUAL_2_1:",
+            "2.1+",
+            "before 2.1",
+        ),
+        ("if _TORCH_GREATER_EQUAL_2_4_1:", "2.4+", "before 2.5"),
+        ("if is_torch_greater_or_equal_than_1_13:", "1.13+", "before 1.13"),
+        ("if is_torch_xla_2_1_or_later:", "2.1+", "before 2.1"),
+        ("if _TORCH_LESS_EQUAL_2_6:", "before 2.7", "2.6+"),
+        ("if is_pt2_5:", "2.5+, before 2.6", "any torch-xla"),
+        ("from compat import is_pt21_plus as new_enough\nif new_enough:", "2.1+", "before 2.1"),
+        # a name assigned once, in a function too
+        (
+            "import torch_xla\nfrom packaging import version\n"
+            "new_enough = version.parse(torch_xla.__version__) >= version.parse('2.1')\n"
+            "if new_enough:",
+            "2.1+",
+            "before 2.1",
+        ),
+        (
+            "def f():\n"
+            "    tv = tuple(map(int, get_version('torch').split('.')[:2]))\n"
+            "    is_pt2_5 = tv == (2, 5)\n"
+            "if f():\n    pass\nif is_pt2_5:",  # (the module's is_pt2_5: its name alone)
+            "2.5+, before 2.6",
+            "any torch-xla",
+        ),
+        # and, or, not
+        ("if is_pt21_plus and use_spmd:", "2.1+", "any torch-xla"),
+        ("if is_pt21_plus and min_xla_version('2.5'):", "2.1+", None),  # the largest known
+        ("if is_pt21_plus and _XLA_GREATER_EQUAL_2_5:", "2.5+", "before 2.5"),
+        ("if not is_pt21_plus:", "before 2.1", "2.1+"),
+        ("if is_pt20 or is_pt21_plus:", "2.0+", "before 2.1"),
+        ("if not (is_pt20 or is_pt21_plus):", "before 2.1", "2.0+"),
+        ("if is_pt21_plus or check_version():", None, "before 2.1"),  # fails where both do
+    ],
+)
+def test_each_spelling_of_a_version_check_gives_its_branches_releases(
+    source: str, body: str | None, orelse: str | None
+) -> None:
+    spelled = [None if said is None else _spelled(said) for said in (body, orelse)]
+    assert branches(source) == tuple(spelled)
+
+
+def _spelled(said: str) -> str:
+    return said if said.startswith("any") else f"torch-xla {said}"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "if min_xla_version('2.1'):",
+        "import torch\nif int(torch.__version__.split('.')[0]) >= 2:",
+    ],
+)
+def test_a_test_that_looks_like_a_version_check_but_cannot_be_read_gives_no_release(
+    source: str,
+) -> None:
+    assert branches(source) == (None, None)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "if use_xla:",
+        "from transformers.utils import is_torch_xla_available\nif is_torch_xla_available():",
+        "if torchvision_available and not debug:",
+        # another package's version
+        "import transformers\nfrom packaging import version\n"
+        "if version.parse(transformers.__version__) >= version.parse('4.30'):",
+        "if _TORCHMETRICS_GREATER_EQUAL_1_0_0:",
+    ],
+)
+def test_a_test_of_something_else_is_no_version_check(source: str) -> None:
+    assert branches(source) is None
+
+
+def test_an_elif_runs_where_the_tests_before_it_fail() -> None:
+    source = (
+        "if XLA_VERSION >= (2, 4):\n    newest()\n"
+        "elif XLA_VERSION >= (2, 1):\n    middle()\n"
+        "else:\n    oldest()\n"
+        "value = fast() if is_pt21_plus else slow()\n"
+    )
+    tree = ast.parse(source)
+    checks = VersionChecks(Scopes(tree))
+    said = {}
+    for call in [n for n in ast.walk(tree) if isinstance(n, ast.Call)]:
+        around = checks.around(call)
+        releases = ANY
+        for branch in around:
+            assert branch.releases is not None
+            releases = releases & branch.releases
+        said[_called(call)] = (around[-1].said, str(releases))
+    assert said == {
+        "newest": ("`if XLA_VERSION >= (2, 4):`", "torch-xla 2.4+"),
+        "middle": ("`elif XLA_VERSION >= (2, 1):`", "torch-xla 2.1+, before 2.4"),
+        "oldest": ("the `else` of `elif XLA_VERSION >= (2, 1):`", "torch-xla before 2.1"),
+        "fast": ("`... if is_pt21_plus else ...`", "torch-xla 2.1+"),
+        "slow": ("the `else` of `... if is_pt21_plus else ...`", "torch-xla before 2.1"),
+    }
+
+
+def test_torch_and_torch_xla_releases_go_in_lock_step_from_1_5_to_2_9() -> None:
+    table = release_table()
+    torch = [str(row.torch) for row in table.releases]
+    assert torch[0] == "1.5" and torch[-1] == "2.9" and len(torch) == 19
+    assert all(row.torch == row.torch_xla and row.evidence for row in table.releases)
+    assert table.torch_xla(Version.parse("1.13.1")) == Version.parse("1.13")
+    assert table.after(Version.parse("1.13")) == Version.parse("2.0")
