@@ -119,6 +119,17 @@ def test_the_blank_lines_of_a_removed_group_do_not_pile_up() -> None:
         ("from os import (\n    getpid,\n    sep,\n)\ngetpid()\nsep\n",
          "from os import (\n    getpid,\n    sep,\n)\nsep\n",
          "from os import (\n    sep,\n)\nsep\n"),
+        # imports of a loop, a `with`, a handler: the block keeps a `pass`
+        ("for i in range(2):\n    import os\n    os.getpid()\n",
+         "for i in range(2):\n    import os\n",
+         "for i in range(2):\n    pass\n"),
+        ("with open(__file__) as handle:\n    from os import environ\n    environ['A'] = '1'\n"
+         "    x = 1\n",
+         "with open(__file__) as handle:\n    from os import environ\n    x = 1\n",
+         "with open(__file__) as handle:\n    x = 1\n"),
+        ("try:\n    x = 1\nexcept ImportError:\n    import os\n    os.getpid()\n",
+         "try:\n    x = 1\nexcept ImportError:\n    import os\n",
+         "try:\n    x = 1\nexcept ImportError:\n    pass\n"),
     ],
 )  # fmt: skip
 def test_what_the_rewrite_left_unused(before: str, after: str, expected: str) -> None:
@@ -138,11 +149,6 @@ def test_what_the_rewrite_left_unused(before: str, after: str, expected: str) ->
         # ... and so does the only import a `try` body holds of its package
         ("try:\n    import os\nexcept ImportError:\n    pass\nos.getpid()\n",
          "try:\n    import os\nexcept ImportError:\n    pass\n"),
-        # imports of a loop, a `with`, a handler
-        ("for i in range(2):\n    import os\n    os.getpid()\n",
-         "for i in range(2):\n    import os\n"),
-        ("try:\n    x = 1\nexcept ImportError:\n    import os\n    os.getpid()\n",
-         "try:\n    x = 1\nexcept ImportError:\n    import os\n"),
         # a re-export
         ("import os\n__all__ = ['os']\nos.getpid()\n", "import os\n__all__ = ['os']\n"),
         # still used: a function reads the module's name

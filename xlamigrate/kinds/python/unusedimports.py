@@ -7,11 +7,11 @@ that some name read or deleted before and none does after. A function's own `xm`
 the module's. Imports that were unused already stay (not the rewrite's business), as do
 `from __future__` imports and names listed in `__all__` (a re-export).
 
-Where the import stands decides too. In a module, class, function or `if` body it goes (and
-an `if` it leaves empty goes with it, as cstedits.py removes any statement). In a `try` body it
-goes only while another import of its top-level package stays there: the `try` is an
-availability probe (`try: import torch_xla`), and what it probes stays. Elsewhere (a loop, a
-`with`, an `except`) it stays.
+Where the import stands decides too. In a module, class, function, `if`, loop, `with`,
+`except` or `match` body it goes (an `if` it leaves empty goes with it, as cstedits.py removes
+any statement; another block left empty keeps `pass`). In a `try` body it goes only while
+another import of its top-level package stays there: the `try` is an availability probe
+(`try: import torch_xla`), and what it probes stays.
 """
 
 from __future__ import annotations
@@ -198,20 +198,20 @@ _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 def _clauses(statement: ast.stmt) -> list[tuple[list[ast.stmt], str]]:
     """A compound statement's bodies, each with what becomes of its imports: "goes", "if"
-    (goes, and the clause with it where nothing else is in it), "try" (goes while the probe
-    stays) or "stays" (a loop's, a `with`'s, a handler's...)."""
+    (goes, and the clause with it where nothing else is in it) or "try" (goes while the probe
+    stays)."""
     if isinstance(statement, _DEFINITIONS):
         return [(statement.body, "goes")]
     if isinstance(statement, ast.If):
         return [(statement.body, "if"), (statement.orelse, "if")]
     if isinstance(statement, (ast.Try, ast.TryStar)):
-        handlers = [(handler.body, "stays") for handler in statement.handlers]
-        after = [(statement.orelse, "stays"), (statement.finalbody, "stays")]
+        handlers = [(handler.body, "goes") for handler in statement.handlers]
+        after = [(statement.orelse, "goes"), (statement.finalbody, "goes")]
         return [(statement.body, "try"), *handlers, *after]
     if isinstance(statement, ast.Match):
-        return [(case.body, "stays") for case in statement.cases]
+        return [(case.body, "goes") for case in statement.cases]
     bodies = (getattr(statement, "body", []), getattr(statement, "orelse", []))
-    return [(body, "stays") for body in bodies if isinstance(body, list)]
+    return [(body, "goes") for body in bodies if isinstance(body, list)]
 
 
 def _places(scopes: Scopes) -> dict[int, Place]:
