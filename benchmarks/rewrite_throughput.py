@@ -113,7 +113,7 @@ def phases_timed(clock: PhaseClock) -> Iterator[None]:
     import libcst as cst
     from libcst.metadata import MetadataWrapper
 
-    from xlamigrate.kinds.python import apply, parse, planner, rewrite, training
+    from xlamigrate.kinds.python import apply, parse, planner, rewrite, training, unusedimports
 
     patches: list[tuple[Any, str, Any]] = []
 
@@ -123,12 +123,13 @@ def phases_timed(clock: PhaseClock) -> Iterator[None]:
         setattr(owner, name, clock.wrap(phase, original))
 
     patch(rewrite, "parsed_python", "parse (ast)")
-    patch(rewrite, "analyse_env_accesses", "analysis")
+    patch(rewrite, "env_analysis", "analysis")
     patch(rewrite, "reported", "analysis")
     patch(training.TrainingScript, "__init__", "planning")
     patch(planner.Planner, "make_plan", "planning")
     patch(parse, "parse_python", "parse (libcst, to write the edits)")
     patch(apply, "applied", "transform (edits paired and made)")
+    patch(unusedimports, "without_unused_imports", "imports left unused")
     patch(MetadataWrapper, "resolve", "layout of the edited statements")
     codegen = cst.Module.bytes
     patches.append((cst.Module, "bytes", codegen))
