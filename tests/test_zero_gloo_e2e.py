@@ -148,6 +148,8 @@ def train(label: str, text: str, port: int) -> Training:
         results = json.loads(lines[-1]) if lines else None
     except json.JSONDecodeError:
         results = None
+    if not isinstance(results, dict):  # a run that crashed: its ranks' last words, interleaved
+        results = None  # (gloo's "... is : 1" split across lines once ended in a bare `1`)
     return Training(label, result.returncode, result.stdout, result.stderr, results, seconds)
 
 
