@@ -249,3 +249,12 @@ def _arguments(arguments: ast.arguments) -> list[ast.arg]:
     found = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
     found += [a for a in (arguments.vararg, arguments.kwarg) if a is not None]
     return found
+
+
+def last_name(node: ast.expr) -> str | None:
+    """A Name's identifier, or an attribute chain's last one (`mark_step` in `xm.mark_step`)."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.frameworktable import FrameworkTable, Knob, Releases, framework_table
-from xlamigrate.kinds.python.astscopes import Scope, Scopes
+from xlamigrate.kinds.python.astscopes import Scope, Scopes, last_name
 from xlamigrate.model import Finding, Fix, Span
 from xlamigrate.request import FileContext
 
@@ -87,7 +87,7 @@ def option_uses(
     names_called = table.last_names | aliases(scopes)
     found: list[OptionUse] = []
     for node, scope, _ in scopes.order:
-        if not isinstance(node, ast.Call) or _last(node.func) not in names_called:
+        if not isinstance(node, ast.Call) or last_name(node.func) not in names_called:
             continue
         names = (
             scope.qualified(node.func)
@@ -253,14 +253,6 @@ def _imported(scopes: Scopes) -> Iterator[str]:
 def _imports(imports: frozenset[str], module: str) -> bool:
     """Whether the file imports `module` or a module inside it."""
     return any(name == module or name.startswith(f"{module}.") for name in imports)
-
-
-def _last(node: ast.expr) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return node.attr
-    return None
 
 
 # -- what a finding says ----------------------------------------------------------------------

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from xlamigrate.flagvalue import FlagValue
-from xlamigrate.kinds.python.astscopes import Scope, Scopes
+from xlamigrate.kinds.python.astscopes import Scope, Scopes, last_name
 from xlamigrate.kinds.python.envaccess import EnvAccess, FlagMention
 from xlamigrate.kinds.python.frameworks import aliases
 from xlamigrate.launchtable import LaunchApi, LaunchTable, launch_table
@@ -101,7 +101,7 @@ def launch_writes(scopes: Scopes, table: LaunchTable) -> list[LaunchWrite]:
     calls = [
         (node, scope)
         for node, scope, _ in scopes.order
-        if isinstance(node, ast.Call) and _last(node.func) in called
+        if isinstance(node, ast.Call) and last_name(node.func) in called
     ]
     if not calls:
         return []
@@ -277,12 +277,4 @@ def _binding(scope: Scope, name: str) -> _Binding | None:
 def _string(node: ast.expr | None) -> str | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
-    return None
-
-
-def _last(node: ast.expr) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return node.attr
     return None

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from xlamigrate.apitable import Version
-from xlamigrate.kinds.python.astscopes import Scope, Scopes
+from xlamigrate.kinds.python.astscopes import Scope, Scopes, last_name
 from xlamigrate.releasetable import ReleaseTable, release_table
 
 _T = TypeVar("_T")
@@ -250,7 +250,7 @@ class _Reader:
         return _unread(ast.Compare(left, [op], [right]))
 
     def _call(self, node: ast.Call, scope: Scope) -> _Said:
-        name = _last(node.func)
+        name = last_name(node.func)
         texts = [_text(argument) for argument in node.args]
         if name == "startswith" and isinstance(node.func, ast.Attribute) and texts:
             package = self._running(node.func.value, scope)
@@ -263,7 +263,7 @@ class _Reader:
             return self._said(texts[0], texts[1], "torch")  # accelerate
         elif name in ("compare_versions", "compare_version") and len(node.args) >= 3:
             package = _package(texts[0]) or self._running(node.args[0], scope)
-            operator = texts[1] or _NAMED_OPERATORS.get(_last(node.args[1]) or "")
+            operator = texts[1] or _NAMED_OPERATORS.get(last_name(node.args[1]) or "")
             if package is not None and operator and texts[2]:  # accelerate; lightning_utilities
                 return self._said(operator, texts[2], package)
         elif name == "RequirementCache" and texts and texts[0]:  # lightning_utilities
@@ -276,7 +276,7 @@ class _Reader:
         if said is not None and said.reads and said != _UNREAD:
             return said
         # its own name, and the one it was imported by (`import is_pt21_plus as new_enough`)
-        names = {_last(node) or ""} | {q.rpartition(".")[2] for q in scope.qualified(node)}
+        names = {last_name(node) or ""} | {q.rpartition(".")[2] for q in scope.qualified(node)}
         for name in sorted(names):
             for pattern, operator in ((_LATER_FLAG, ">="), (_RELEASE_FLAG, "==")):
                 match = pattern.fullmatch(name)
@@ -352,7 +352,7 @@ class _Reader:
                 return package
             if isinstance(node, ast.Attribute) and node.attr in _VERSION_PARTS:
                 return self._running(node.value, scope)
-            match = _VERSION_NAME.fullmatch(_last(node) or "")
+            match = _VERSION_NAME.fullmatch(last_name(node) or "")
             if match is not None:
                 return "torch-xla" if "xla" in match["package"].lower() else "torch"
             return None
@@ -360,7 +360,7 @@ class _Reader:
             return self._running(node.value, scope)
         if not isinstance(node, ast.Call):
             return None
-        name = _last(node.func)
+        name = last_name(node.func)
         if isinstance(node.func, ast.Attribute) and name in _STRING_METHODS:
             return self._running(node.func.value, scope)
         if name in _WRAPPERS or name in _PASSING:
@@ -380,7 +380,7 @@ class _Reader:
                 e.value for e in node.elts if isinstance(e, ast.Constant) and type(e.value) is int
             ]
             return tuple(numbers) if len(numbers) == len(node.elts) else None
-        if isinstance(node, ast.Call) and _last(node.func) in _WRAPPERS and node.args:
+        if isinstance(node, ast.Call) and last_name(node.func) in _WRAPPERS and node.args:
             return self._constant(node.args[0], scope)
         return self._assigned(node, scope, self._constant)
 
@@ -424,14 +424,6 @@ def _unread(node: ast.expr) -> _Said:
     if _OTHER_PACKAGE.search(text) and not _TORCH_MENTION.search(text):
         return _NOTHING
     return _UNREAD
-
-
-def _last(node: ast.expr) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return node.attr
-    return None
 
 
 def _text(node: ast.expr) -> str | None:

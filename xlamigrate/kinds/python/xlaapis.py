@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from xlamigrate.apitable import ApiTable, Parameter, Version, XlaApi, api_table
 from xlamigrate.catalogue import Catalogue
-from xlamigrate.kinds.python.astscopes import Scope, Scopes
+from xlamigrate.kinds.python.astscopes import Scope, Scopes, last_name
 from xlamigrate.kinds.python.versionchecks import Branch, Releases, VersionChecks
 from xlamigrate.model import Applicability, Finding, Fix, Span
 
@@ -157,11 +157,11 @@ def _use(
     table: ApiTable,
     calls: dict[int, ast.Call],
 ) -> ApiUse | None:
-    if isinstance(node, ast.Attribute) and _last(node.value) in names:
+    if isinstance(node, ast.Attribute) and last_name(node.value) in names:
         api = _entry(scope.qualified(node.value), table)
         if api is not None and api.is_module:  # a member of a replaced module
             return ApiUse(api, node, scope, calls.get(id(node)), node.attr, node.value)
-    if _last(node) not in names:
+    if last_name(node) not in names:
         return None
     api = _entry(scope.qualified(node), table)
     if api is None:
@@ -195,7 +195,7 @@ def _tried_imports(statements: list[ast.AST]) -> set[int]:
         caught = set()
         for handler in node.handlers:
             kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-            caught |= {_last(kind) if kind is not None else "Exception" for kind in kinds}
+            caught |= {last_name(kind) if kind is not None else "Exception" for kind in kinds}
         if caught & _IMPORT_ERRORS:
             for statement in node.body:
                 tried |= {
@@ -204,14 +204,6 @@ def _tried_imports(statements: list[ast.AST]) -> set[int]:
                     if isinstance(inner, (ast.Import, ast.ImportFrom))
                 }
     return tried
-
-
-def _last(node: ast.expr) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return node.attr
-    return None
 
 
 def _imported(node: ast.AST, table: ApiTable) -> Iterator[ApiImport]:
