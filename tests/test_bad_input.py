@@ -461,10 +461,12 @@ def error_lines(output: str) -> dict[str, str]:
 
 
 def split_location(item: tuple[str, str]) -> tuple[tuple[str, int | None], str]:
-    """(`path[:line]`, message) -> ((path, line or None), message)."""
+    """(`path[:line[:column]]`, message) -> ((path, line or None), message)."""
     where, message = item
-    path, _, line = where.rpartition(":")
-    return ((path, int(line)) if line.isdigit() else (where, None)), message
+    found = re.fullmatch(r"(?P<path>.*?)(?::(?P<line>\d+))?(?::\d+)?", where)
+    assert found is not None
+    line = found["line"]
+    return (found["path"], int(line) if line else None), message
 
 
 def test_no_run_crashes_and_each_exits_1_for_the_files_it_could_not_check(matrix: Matrix) -> None:

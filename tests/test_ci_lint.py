@@ -32,8 +32,9 @@ FLAG_SCRIPT = (
 )
 LAUNCH = "#!/bin/bash\nset -e\nexport XLA_DOWNCAST_BF16=1\npython train.py\n"  # XM102 at 3:8
 CELLS = ["import torch\n", "x = 1\n%env XLA_USE_BF16=1\nprint(x)\n"]  # XM101: cell 1, line 2
-# (path, line in the file, rule) that every CI format must carry.
-EXPECTED = {("train.py", 3, "XM101"), ("launch.sh", 3, "XM102")}
+# (path, line in the file, rule) that every CI format must carry: train.py builds no model, so
+# its write stays and the XM401 its message refers to is listed on the write's line.
+EXPECTED = {("train.py", 3, "XM101"), ("train.py", 3, "XM401"), ("launch.sh", 3, "XM102")}
 ANNOTATION = re.compile(r"^::(?P<level>\w+) (?P<props>[^:]*)::(?P<message>.*)$")
 
 
@@ -63,6 +64,12 @@ def notebook_line(tree: Path) -> int:
     return number
 
 
+def notebook_findings(notebook_line: int) -> set[tuple[str, int, str]]:
+    """The notebook's: its write, and the XM401 of the model it does not build, both on the
+    cell's line that sets the flag."""
+    return {("explore.ipynb", notebook_line, code) for code in ("XM101", "XM401")}
+
+
 def test_github_annotations_point_at_file_line_and_rule(tree: Path, notebook_line: int) -> None:
     result = run_cli(tree, "scan", "--format", "github")
     assert result.returncode == 1, result.stderr
@@ -76,9 +83,9 @@ def test_github_annotations_point_at_file_line_and_rule(tree: Path, notebook_lin
         assert props["title"].startswith(f"xlamigrate ({code})")
         found.add((props["file"], int(props["line"]), code))
         if props["file"] == "explore.ipynb":
-            assert props["title"] == "xlamigrate (XM101) in cell 2, line 2"
+            assert props["title"] == f"xlamigrate ({code}) in cell 2, line 2"
             assert "col" not in props  # a column inside the cell is not one of the JSON line
-    assert found == EXPECTED | {("explore.ipynb", notebook_line, "XM101")}
+    assert found == EXPECTED | notebook_findings(notebook_line)
 
 
 def test_sarif_regions_point_at_file_line_and_rule(tree: Path, notebook_line: int) -> None:
@@ -96,7 +103,7 @@ def test_sarif_regions_point_at_file_line_and_rule(tree: Path, notebook_line: in
             assert item["properties"]["cell"] == 2
             assert (item["properties"]["cellLine"], item["properties"]["cellColumn"]) == (2, 1)
             assert "startColumn" not in location["region"]
-    assert found == EXPECTED | {("explore.ipynb", notebook_line, "XM101")}
+    assert found == EXPECTED | notebook_findings(notebook_line)
 
 
 def test_gitlab_code_quality_points_at_file_line_and_rule(tree: Path, notebook_line: int) -> None:
@@ -107,8 +114,12 @@ def test_gitlab_code_quality_points_at_file_line_and_rule(tree: Path, notebook_l
         (issue["location"]["path"], issue["location"]["lines"]["begin"], issue["check_name"])
         for issue in issues
     }
-    assert found == EXPECTED | {("explore.ipynb", notebook_line, "XM101")}
-    assert all(issue["severity"] == "major" for issue in issues)
+    assert found == EXPECTED | notebook_findings(notebook_line)
+    # the writes are errors (major), the XM401s warnings (minor)
+    assert all(
+        issue["severity"] == ("minor" if issue["check_name"] == "XM401" else "major")
+        for issue in issues
+    )
     fingerprints = [issue["fingerprint"] for issue in issues]
     assert len(set(fingerprints)) == len(fingerprints)
 
@@ -126,16 +137,20 @@ def test_statistics_count_findings_per_rule_and_mark_only_what_rewrite_fixes(
     tree: Path, tmp_path: Path
 ) -> None:
     """As ruff's: `[*]` where some finding of the rule has a safe fix; here every write stays
-    for a hand edit (no model in train.py: the recipe cannot go in), so none is marked."""
+    for a hand edit (no model in train.py: the recipe cannot go in, XM401), so none is marked.
+    The most frequent rule first."""
     result = run_cli(tree, "scan", "--statistics")
     assert result.returncode == 1
     assert result.stdout.splitlines() == [
         "2\tXM101\t[ ] use-bf16-write",
+        "2\tXM401\t[ ] model-not-identified",
         "1\tXM102\t[ ] downcast-bf16-write",
     ]
     as_json = json.loads(run_cli(tree, "scan", "--statistics", "-f", "json").stdout)
     assert as_json == [
         {"code": "XM101", "name": "use-bf16-write", "count": 2, "fixable": False,
+         "fixable_count": 0},
+        {"code": "XM401", "name": "model-not-identified", "count": 2, "fixable": False,
          "fixable_count": 0},
         {"code": "XM102", "name": "downcast-bf16-write", "count": 1, "fixable": False,
          "fixable_count": 0},
@@ -143,7 +158,7 @@ def test_statistics_count_findings_per_rule_and_mark_only_what_rewrite_fixes(
     (tmp_path / "train.py").write_text(FLAG_SCRIPT)  # the recipe goes in: a safe fix
     (tmp_path / "old.py").write_text(TRAIN)  # no model: manual
     fixable = run_cli(tmp_path, "scan", "--statistics").stdout.splitlines()
-    assert fixable == ["2\tXM101\t[*] use-bf16-write"]
+    assert fixable == ["2\tXM101\t[*] use-bf16-write", "1\tXM401\t[ ] model-not-identified"]
     counted = json.loads(run_cli(tmp_path, "scan", "--statistics", "-f", "json").stdout)
     assert counted[0]["fixable_count"] == 1
 

@@ -30,6 +30,8 @@ WRITE_READ_DELETE = (
     'del os.environ["XLA_DOWNCAST_BF16"]\n'
 )
 CLEAN = 'import os\nos.environ["NEURON_CC_FLAGS"] = "--auto-cast=none"\nprint("XLA_USE_BF")\n'
+# A file that writes XLA_USE_BF16 on and builds no model keeps its write (manual): the XM101 says
+# "see XM401", and the scan lists that XM401 (the model it could not find) on the write's line.
 FINDING_LINE = re.compile(r"^(?P<path>[^:]+):(?P<line>\d+):(?P<column>\d+): (?P<code>XM\d{3}) ")
 
 
@@ -107,7 +109,7 @@ def test_scan_exits_0_on_files_that_never_mention_a_flag(tmp_path: Path) -> None
 def test_scan_exits_1_on_findings_in_the_current_folder_by_default(tmp_path: Path) -> None:
     write_files(tmp_path, {"train.py": WRITE_USE_BF16, "clean.py": CLEAN})
     document = scan_json(cwd=tmp_path, expect_exit=1)  # no PATHS: `.`
-    assert found(document) == [("train.py", 2, "XM101")]
+    assert found(document) == [("train.py", 2, "XM101"), ("train.py", 2, "XM401")]
     assert document["files_scanned"] == 2
 
 
@@ -116,7 +118,7 @@ def test_scan_exit_zero_reports_findings_but_exits_0(tmp_path: Path) -> None:
     result = run_cli("scan", "--exit-zero", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "train.py:2:1: XM101 " in result.stdout
-    assert "broken.py:1: XM901 " in result.stdout
+    assert "broken.py:1:1: XM901 " in result.stdout  # the column where Python's parser stopped
 
 
 def test_scan_reports_unparsable_files_with_path_and_line_and_scans_the_others(
@@ -135,6 +137,7 @@ def test_scan_reports_unparsable_files_with_path_and_line_and_scans_the_others(
     document = scan_json(cwd=tmp_path, expect_exit=1)
     assert found(document) == [
         ("a_first.py", 2, "XM101"),
+        ("a_first.py", 2, "XM401"),
         ("c_middle.py", 2, "XM201"),
         ("e_last.py", 2, "XM202"),
     ]
@@ -152,7 +155,10 @@ def test_scan_exits_1_when_the_only_problem_is_an_unparsable_file(tmp_path: Path
     )
     result = run_cli("scan", cwd=tmp_path)
     assert result.returncode == 1
-    assert result.stdout.startswith("old.py:2: XM901 ")
+    assert result.stdout == (
+        "old.py:2:1: XM901 could not parse: Missing parentheses in call to 'print'."
+        " Did you mean print(...)?\n"
+    )
     assert "could not be checked" in result.stderr
 
 
@@ -170,7 +176,7 @@ def test_scan_reports_undecodable_bytes_with_path_and_line_and_scans_the_others(
         {"bad.py": b'# XLA_USE_BF16\nx = "\xff"\n', "good.py": WRITE_USE_BF16},
     )
     document = scan_json(cwd=tmp_path, expect_exit=1)
-    assert found(document) == [("good.py", 2, "XM101")]
+    assert found(document) == [("good.py", 2, "XM101"), ("good.py", 2, "XM401")]
     assert [(e["path"], e["line"]) for e in document["errors"]] == [("bad.py", 2)]
 
 
@@ -185,7 +191,7 @@ def test_scan_reports_undecodable_bytes_under_a_coding_cookie_with_their_line(
         },
     )
     document = scan_json(cwd=tmp_path, expect_exit=1)
-    assert found(document) == [("good.py", 2, "XM101")]
+    assert found(document) == [("good.py", 2, "XM101"), ("good.py", 2, "XM401")]
     assert [(e["path"], e["line"]) for e in document["errors"]] == [("bad.py", 3)]
 
 
@@ -260,7 +266,8 @@ def test_select_and_ignore_accept_comma_separated_and_repeated_forms(tmp_path: P
     write_files(tmp_path, {"train.py": WRITE_READ_DELETE})
     comma = scan_json("--select", "XM101,XM202", cwd=tmp_path)
     repeated = scan_json("--select", "XM101", "--select", "XM202", cwd=tmp_path)
-    assert finding_codes(comma) == finding_codes(repeated) == {"XM101", "XM202"}
+    # (the XM401 the kept XM101 refers to is listed with it, as `rewrite` lists it)
+    assert finding_codes(comma) == finding_codes(repeated) == {"XM101", "XM401", "XM202"}
     ignored = scan_json("--ignore", "XM101, XM201", "--ignore", "XM3", cwd=tmp_path)
     assert finding_codes(ignored) == {"XM202"}
 
@@ -284,7 +291,9 @@ def test_config_select_ignore_and_exclude_from_pyproject(tmp_path: Path) -> None
         },
     )
     document = scan_json(cwd=tmp_path, expect_exit=1)
-    assert found(document) == [("train.py", 2, "XM101"), ("train.py", 3, "XM201")]
+    assert found(document) == [
+        ("train.py", 2, "XM101"), ("train.py", 2, "XM401"), ("train.py", 3, "XM201"),
+    ]  # fmt: skip
     assert document["files_scanned"] == 1
 
 
@@ -298,7 +307,7 @@ def test_config_exclude_is_relative_to_the_pyproject_folder(tmp_path: Path) -> N
         },
     )
     document = scan_json(cwd=tmp_path / "pkg", expect_exit=1)
-    assert found(document) == [("train.py", 2, "XM101")]
+    assert found(document) == [("train.py", 2, "XM101"), ("train.py", 2, "XM401")]
 
 
 def test_config_skips_a_nearer_pyproject_without_the_table(tmp_path: Path) -> None:
@@ -326,7 +335,7 @@ def test_config_nearest_pyproject_with_the_table_wins(tmp_path: Path) -> None:
         },
     )
     document = scan_json(cwd=tmp_path / "service", expect_exit=1)
-    assert found(document) == [("train.py", 2, "XM101")]
+    assert found(document) == [("train.py", 2, "XM101"), ("train.py", 2, "XM401")]
 
 
 def test_config_option_reads_the_named_pyproject(tmp_path: Path) -> None:
@@ -339,7 +348,7 @@ def test_config_option_reads_the_named_pyproject(tmp_path: Path) -> None:
         },
     )
     document = scan_json("--config", "ci/pyproject.toml", cwd=tmp_path, expect_exit=1)
-    assert found(document) == [("train.py", 2, "XM101")]
+    assert found(document) == [("train.py", 2, "XM101"), ("train.py", 2, "XM401")]
 
 
 def test_cli_select_replaces_the_configured_selection(tmp_path: Path) -> None:
@@ -348,7 +357,7 @@ def test_cli_select_replaces_the_configured_selection(tmp_path: Path) -> None:
         {"pyproject.toml": '[tool.xlamigrate]\nselect = ["XM2"]\n', "train.py": WRITE_READ_DELETE},
     )
     document = scan_json("--select", "XM101", cwd=tmp_path, expect_exit=1)
-    assert found(document) == [("train.py", 2, "XM101")]
+    assert found(document) == [("train.py", 2, "XM101"), ("train.py", 2, "XM401")]
 
 
 def test_exclude_option_adds_gitignore_style_patterns(tmp_path: Path) -> None:
@@ -362,7 +371,7 @@ def test_exclude_option_adds_gitignore_style_patterns(tmp_path: Path) -> None:
         },
     )
     document = scan_json("--exclude", "scratch/", cwd=tmp_path, expect_exit=1)
-    assert found(document) == [("train.py", 2, "XM101")]
+    assert found(document) == [("train.py", 2, "XM101"), ("train.py", 2, "XM401")]
 
 
 # --- suppression comments ----------------------------------------------------------------------
@@ -384,7 +393,9 @@ def test_noqa_and_pragma_comments_suppress_findings_through_the_cli(tmp_path: Pa
         },
     )
     document = scan_json(cwd=tmp_path, expect_exit=1)
-    assert found(document) == [("train.py", 4, "XM101"), ("train.py", 5, "XM102")]
+    assert found(document) == [
+        ("train.py", 4, "XM101"), ("train.py", 4, "XM401"), ("train.py", 5, "XM102"),
+    ]  # fmt: skip
 
 
 def test_scan_exits_0_when_every_finding_is_suppressed(tmp_path: Path) -> None:
@@ -404,14 +415,16 @@ def test_summary_goes_to_stderr_and_findings_to_stdout(tmp_path: Path) -> None:
     result = run_cli("scan", cwd=tmp_path)
     assert result.returncode == 1
     stdout_lines = result.stdout.splitlines()
-    assert len(stdout_lines) == 3
-    assert all(FINDING_LINE.match(line) for line in stdout_lines), stdout_lines
+    firsts = [line for line in stdout_lines if line and not line.startswith("  ")]
+    assert len(firsts) == 4  # XM101, the XM401 it refers to, XM201, XM202
+    assert all(FINDING_LINE.match(line) for line in firsts), stdout_lines
     assert "\x1b[" not in result.stdout  # plain text when stdout is not a terminal
-    assert result.stderr.strip() == "Found 3 findings in 1 file (2 files scanned)."
+    summary = result.stderr.splitlines()
+    assert summary[0] == "Found 4 findings in 1 file (2 files scanned)."
 
     as_json = run_cli("scan", "--format", "json", cwd=tmp_path)
-    assert len(json.loads(as_json.stdout)["findings"]) == 3  # stdout is pure JSON
-    assert as_json.stderr.strip() == "Found 3 findings in 1 file (2 files scanned)."
+    assert len(json.loads(as_json.stdout)["findings"]) == 4  # stdout is pure JSON
+    assert as_json.stderr.splitlines() == summary
 
 
 def test_findings_are_sorted_by_path_then_line(tmp_path: Path) -> None:
@@ -434,14 +447,15 @@ def test_findings_are_sorted_by_path_then_line(tmp_path: Path) -> None:
     document = scan_json(cwd=tmp_path, expect_exit=1)
     keys = [(f["path"], f["line"], f["column"]) for f in document["findings"]]
     assert keys == sorted(keys)
-    assert [f["line"] for f in document["findings"] if f["path"] == "alpha.py"] == list(
-        range(2, 13)
-    )
+    alpha = [(f["line"], f["code"]) for f in document["findings"] if f["path"] == "alpha.py"]
+    assert alpha == [(2, "XM101"), (2, "XM401"), *((line, "XM101") for line in range(3, 13))]
     assert [f["path"] for f in document["findings"]][-1] == "zeta.py"
 
     text = run_cli("scan", cwd=tmp_path)
     text_keys = []
     for line in text.stdout.splitlines():
+        if not line or line.startswith("  "):  # a blank line, a finding's help: or note:
+            continue
         match = FINDING_LINE.match(line)
         assert match, line
         text_keys.append((match["path"], int(match["line"]), int(match["column"])))
@@ -465,7 +479,8 @@ def test_jobs_1_and_jobs_2_give_identical_json(tmp_path: Path) -> None:
     assert serial.stdout == parallel.stdout
     document = json.loads(serial.stdout)
     assert document["files_scanned"] == 21
-    assert len(document["findings"]) == 40
+    # 20 writes, 20 reads, and the XM401 of each of the 10 writes that turn the flag on
+    assert len(document["findings"]) == 50
     assert [e["path"] for e in document["errors"]] == ["pkg0/broken.py"]
 
 
@@ -488,7 +503,7 @@ def test_discovery_skips_vcs_virtualenv_vendored_and_build_folders(tmp_path: Pat
         tmp_path, {"my-env/pyvenv.cfg": "home = /usr/bin\n", "src/train.py": WRITE_USE_BF16}
     )
     document = scan_json(cwd=tmp_path, expect_exit=1)
-    assert found(document) == [("src/train.py", 2, "XM101")]
+    assert found(document) == [("src/train.py", 2, "XM101"), ("src/train.py", 2, "XM401")]
     assert document["files_scanned"] == 1
 
 
@@ -496,13 +511,15 @@ def test_explicitly_named_files_are_scanned_even_in_skipped_folders(tmp_path: Pa
     write_files(tmp_path, {path: WRITE_USE_BF16 for path in SKIPPED_FOLDERS})
     write_files(tmp_path, {"my-env/pyvenv.cfg": "home = /usr/bin\n"})
     document = scan_json(*SKIPPED_FOLDERS, cwd=tmp_path, expect_exit=1)
-    assert sorted(f["path"] for f in document["findings"]) == sorted(SKIPPED_FOLDERS)
+    assert sorted((f["path"], f["code"]) for f in document["findings"]) == sorted(
+        (path, code) for path in SKIPPED_FOLDERS for code in ("XM101", "XM401")
+    )
 
 
 def test_a_file_named_twice_is_scanned_once(tmp_path: Path) -> None:
     write_files(tmp_path, {"train.py": WRITE_USE_BF16})
     document = scan_json("train.py", ".", "./train.py", cwd=tmp_path, expect_exit=1)
-    assert found(document) == [("train.py", 2, "XM101")]
+    assert found(document) == [("train.py", 2, "XM101"), ("train.py", 2, "XM401")]
     assert document["files_scanned"] == 1
 
 
@@ -542,8 +559,10 @@ def git_ignored(repository: Path, paths: list[str]) -> set[str]:
 
 def test_discovery_skips_what_gitignore_ignores_like_git_does(git_repository: Path) -> None:
     document = scan_json(cwd=git_repository, expect_exit=1)
-    paths = sorted(f["path"] for f in document["findings"])
+    assert {f["code"] for f in document["findings"]} == {"XM101", "XM401"}
+    paths = sorted({f["path"] for f in document["findings"]})
     assert paths == ["important_gen.py", "sub/keep.py", "train.py"]
+    assert len(document["findings"]) == 2 * len(paths)
     every_file = [
         "train.py", "ignored.py", "generated/model.py", "schema_gen.py", "important_gen.py",
         "sub/keep.py", "sub/scratch.py", "sub/deeper/notes.py",
@@ -553,14 +572,14 @@ def test_discovery_skips_what_gitignore_ignores_like_git_does(git_repository: Pa
 
 def test_nested_gitignore_applies_when_scanning_a_subfolder(git_repository: Path) -> None:
     from_root = scan_json("sub", cwd=git_repository, expect_exit=1)
-    assert found(from_root) == [("sub/keep.py", 2, "XM101")]
+    assert found(from_root) == [("sub/keep.py", 2, "XM101"), ("sub/keep.py", 2, "XM401")]
     from_inside = scan_json(cwd=git_repository / "sub", expect_exit=1)
-    assert found(from_inside) == [("keep.py", 2, "XM101")]
+    assert found(from_inside) == [("keep.py", 2, "XM101"), ("keep.py", 2, "XM401")]
 
 
 def test_no_respect_gitignore_scans_ignored_files(git_repository: Path) -> None:
     document = scan_json("--no-respect-gitignore", cwd=git_repository, expect_exit=1)
-    assert sorted(f["path"] for f in document["findings"]) == [
+    assert sorted(f["path"] for f in document["findings"] if f["code"] == "XM101") == [
         "generated/model.py",
         "ignored.py",
         "important_gen.py",
@@ -570,11 +589,20 @@ def test_no_respect_gitignore_scans_ignored_files(git_repository: Path) -> None:
         "sub/scratch.py",
         "train.py",
     ]
+    assert sorted((f["path"], f["line"], f["code"]) for f in document["findings"]) == sorted(
+        (f["path"], 2, code)
+        for f in document["findings"]
+        if f["code"] == "XM101"
+        for code in ("XM101", "XM401")
+    )  # each with its XM401
 
 
 def test_explicitly_named_gitignored_file_is_scanned(git_repository: Path) -> None:
     document = scan_json("ignored.py", "sub/scratch.py", cwd=git_repository, expect_exit=1)
-    assert found(document) == [("ignored.py", 2, "XM101"), ("sub/scratch.py", 2, "XM101")]
+    assert found(document) == [
+        ("ignored.py", 2, "XM101"), ("ignored.py", 2, "XM401"),
+        ("sub/scratch.py", 2, "XM101"), ("sub/scratch.py", 2, "XM401"),
+    ]  # fmt: skip
 
 
 # --- the rule command and --version ------------------------------------------------------------
@@ -805,7 +833,10 @@ def test_python_m_help_lists_the_commands_as_the_console_script_does(tmp_path: P
 @pytest.mark.parametrize(
     ("args", "said"),
     [
-        (("scan", "--format", "jsn", "."), "'jsn' is not one of 'text', 'json', 'sarif', "),
+        (
+            ("scan", "--format", "jsn", "."),
+            "'jsn' is not one of 'text', 'concise', 'json', 'sarif', ",
+        ),
         (("rewrite", "--mode", "ful", "."), "'ful' is not one of 'full-bf16', "),
     ],
 )

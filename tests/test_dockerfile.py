@@ -20,7 +20,7 @@ from xlamigrate.kinds.dockerfile.analysis import analyse, render
 from xlamigrate.kinds.dockerfile.commands import shell_command
 from xlamigrate.kinds.dockerfile.execform import exec_words
 from xlamigrate.kinds.dockerfile.parse import parse
-from xlamigrate.kinds.launch import launch
+from xlamigrate.kinds.launch import as_written, launch
 from xlamigrate.kinds.python.rewrite import MODES
 from xlamigrate.kinds.shell.render import render as render_shell
 from xlamigrate.kinds.textaccess import TextAccess, TextMention, apply_edits
@@ -219,14 +219,15 @@ def test_run_prefix_assignment_applies_to_its_command() -> None:
         "shell:prefix|line",
         FlagValue(("1",)),
     )
-    assert access.launched == ("precompile.py",)
+    # (a path of the image: a RUN before any FROM has no WORKDIR known here)
+    assert access.launched == ("<image>$WORKDIR/precompile.py",)
     assert cut(text, access) == "RUN python precompile.py && python other.py\n"
 
 
 def test_run_export_is_cut_with_its_operator() -> None:
     text = "RUN pip install . && \\\n    export XLA_DOWNCAST_BF16=1 && \\\n    python warmup.py\n"
     access = only(text)
-    assert access.launched == ("warmup.py",)
+    assert access.launched == ("<image>$WORKDIR/warmup.py",)
     assert text[access.start : access.end] == "XLA_DOWNCAST_BF16=1"  # the shell word, as in .sh
     assert cut(text, access) == "RUN pip install . && \\\n    python warmup.py\n"
     last = "RUN python a.py && export XLA_USE_BF16=1\n"
@@ -239,7 +240,11 @@ def test_run_env_command_writes_and_unsets() -> None:
     text = "RUN env -u XLA_USE_BF16 XLA_USE_FP16=1 python check.py\n"
     unset, write = accesses(text)
     assert (unset.kind, unset.variable) == ("delete", "XLA_USE_BF16")
-    assert (write.kind, write.variable, write.launched) == ("write", "XLA_USE_FP16", ("check.py",))
+    assert (write.kind, write.variable, write.launched) == (
+        "write",
+        "XLA_USE_FP16",
+        ("<image>$WORKDIR/check.py",),
+    )
     assert cut(text, unset) == "RUN env XLA_USE_FP16=1 python check.py\n"
     assert cut(text, write) == "RUN env -u XLA_USE_BF16 python check.py\n"
 
@@ -266,7 +271,7 @@ def test_run_heredoc_is_read_as_a_script() -> None:
     text = "RUN <<EOF\nset -e\nexport XLA_USE_BF16=1\npython train.py\nEOF\nCMD true\n"
     access = only(text)
     assert text.count("\n", 0, access.start) == 2
-    assert access.launched == ("train.py",)
+    assert access.launched == ("<image>$WORKDIR/train.py",)
     assert cut(text, access) == "RUN <<EOF\nset -e\npython train.py\nEOF\nCMD true\n"
 
 
@@ -288,12 +293,12 @@ def test_shell_form_cmd_prefix_and_exec_form_env() -> None:
         'RUN ["env", "XLA_USE_BF16=1", "python", "t.py"]\n'
     )
     shell, exec_form = accesses(text)
-    assert (shell.form, shell.launched) == ("prefix", ("train.py",))
+    assert (shell.form, shell.launched) == ("prefix", ("<image>train.py",))  # from its WORKDIR
     assert cut(text, shell).startswith("CMD exec torchrun train.py\n")
     assert (exec_form.form, exec_form.value, exec_form.launched) == (
         "env-command",
         FlagValue(("1",)),
-        ("t.py",),
+        ("<image>$WORKDIR/t.py",),
     )
     assert text[exec_form.start : exec_form.end] == "XLA_USE_BF16"
     assert exec_form.removal is None and exec_form.assignment is None  # no shell to append with
@@ -355,7 +360,9 @@ def test_run_if_elif_else_and_case_report_every_branch() -> None:
         ("XLA_USE_BF16", "write", (11, 20)),
         ("XLA_DOWNCAST_BF16", "write", (12, 10)),
     ]
-    assert [found[i].launched for i in (0, 1, 2, 5)] == [("warmup.py",)] * 3 + [("eval.py",)]
+    assert [found[i].launched for i in (0, 1, 2, 5)] == [("<image>$WORKDIR/warmup.py",)] * 3 + [
+        ("<image>$WORKDIR/eval.py",)
+    ]
     # a branch keeps a command; a case arm may be empty; every result is still a RUN bash reads
     assert cut(text, found[0]).splitlines()[1] == "        :; \\"
     assert cut(text, found[4]).splitlines()[10] == "      bf16) ;; \\"
@@ -376,7 +383,7 @@ def test_run_over_continuation_lines_maps_each_finding_to_its_line() -> None:
     )
     export, prefix = accesses(text)
     assert (position(text, export), position(text, prefix)) == ((3, 12), (5, 5))
-    assert prefix.launched == ("train.py",)
+    assert prefix.launched == ("<image>$WORKDIR/train.py",)
     assert cut(text, prefix).splitlines()[4:] == [
         "    torchrun --nproc_per_node=2 \\",
         "        train.py",
@@ -401,7 +408,10 @@ def test_exec_form_bash_c_string_is_shell_mapped_through_its_json_escapes() -> N
     )
     access = only(text)
     assert text[access.start :].startswith("XLA_USE_BF16=1 &&")
-    assert (access.launched, access.syntax) == (("train.py",), "shell:export|yaml-double|line")
+    assert (access.launched, access.syntax) == (
+        ("<image>train.py",),
+        "shell:export|yaml-double|line",
+    )
     assert cut(text, access) == (
         'CMD ["bash", "-c", "echo \\"\\u0062f16\\" && python train.py --out \\"$OUT\\""]\n'
     )
@@ -424,7 +434,11 @@ def test_exec_form_env_settings_are_left_for_a_hand_edit() -> None:
     text = 'CMD ["env", "-u", "XLA_DOWNCAST_BF16", "XLA_USE_BF16=1", "torchrun", "train.py"]\n'
     delete, write = accesses(text)
     assert (delete.kind, position(text, delete)) == ("delete", (1, 20))
-    assert (write.kind, write.value, write.launched) == ("write", FlagValue(("1",)), ("train.py",))
+    assert (write.kind, write.value, write.launched) == (
+        "write",
+        FlagValue(("1",)),
+        ("<image>train.py",),
+    )
     assert {delete.applicability, write.applicability} == {"manual"}
     assert write.removal is None and write.assignment is None
 
@@ -498,7 +512,9 @@ def test_onbuild_run_is_read_and_removed_whole() -> None:
 )
 def test_env_knows_the_scripts_the_image_launches(command: str, scripts: tuple[str, ...]) -> None:
     text = f"FROM x\nENV XLA_USE_BF16=1\n{command}\n"
-    assert only(text).launched == scripts
+    launched = only(text).launched
+    assert launched == tuple(f"<image>{script}" for script in scripts)  # from the WORKDIR
+    assert tuple(as_written(script) for script in launched) == scripts  # what messages show
 
 
 def test_an_entrypoint_resets_the_command_its_stage_inherits() -> None:
@@ -506,7 +522,7 @@ def test_an_entrypoint_resets_the_command_its_stage_inherits() -> None:
         "FROM x AS base\nENV XLA_USE_BF16=1\nCMD python train.py\n"
         'FROM base AS serve\nENTRYPOINT ["python", "serve.py"]\n'
     )
-    assert only(text).launched == ("train.py", "serve.py")
+    assert only(text).launched == ("<image>train.py", "<image>serve.py")
 
 
 def test_launched_scripts_follow_stages_built_from_the_stage() -> None:
@@ -516,8 +532,8 @@ def test_launched_scripts_follow_stages_built_from_the_stage() -> None:
         "FROM x AS serve\nENV XLA_DOWNCAST_BF16=1\nCMD python serve.py\n"
     )
     base, serve = accesses(text)
-    assert base.launched == ("train.py",)
-    assert serve.launched == ("serve.py",)
+    assert base.launched == ("<image>train.py",)
+    assert serve.launched == ("<image>serve.py",)
 
 
 # -- Text forms -----------------------------------------------------------------------------
@@ -544,7 +560,7 @@ def test_escape_directive_backtick() -> None:
 def test_escape_directive_backtick_joins_run_lines_too() -> None:
     text = "# escape=`\nFROM x\nRUN export XLA_USE_BF16=1 && `\n    python t.py\n"
     access = only(text)
-    assert (position(text, access), access.launched) == ((3, 12), ("t.py",))
+    assert (position(text, access), access.launched) == ((3, 12), ("<image>/t.py",))  # from /
     assert cut(text, access) == "# escape=`\nFROM x\nRUN python t.py\n"
 
 

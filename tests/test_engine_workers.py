@@ -4,6 +4,7 @@ scan), and the same report as in one process."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import shutil
 from pathlib import Path
 from typing import Any
@@ -32,13 +33,15 @@ def test_a_run_starts_one_pool_for_all_its_phases(
     big_project: Path, catalogue: Catalogue, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     started: list[Any] = []
-    real = engine.ProcessPoolExecutor
+    real = concurrent.futures.ProcessPoolExecutor
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         started.append(kwargs)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(engine, "ProcessPoolExecutor", counted)
+    # (the engine imports the pool class where it first starts one: a run that never needs a
+    # pool does not import it)
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", counted)
     monkeypatch.chdir(big_project)
     settings = load_settings([Path(".")], catalogue)
     pooled = engine.scan_paths([Path(".")], settings, catalogue, jobs=2)

@@ -31,7 +31,8 @@ from xlamigrate.kinds import KINDS, kind_by_name, kind_by_shebang
         ("training.env", "dotenv"),
         ("nb.ipynb", "notebook"),
         ("README.md", None),
-        ("Makefile", None),
+        ("Makefile", "makefile"),
+        (".envrc", "shell"),
     ],
 )
 def test_kind_by_name(name: str, kind: str | None) -> None:

@@ -55,7 +55,7 @@ if "--bf16" in sys.argv:
 PyTorch(entry_point="train.py", environment=env).fit()
 """
     write_files(tmp_path, {"job.py": launcher, "train.py": TRAIN})
-    result = run_cli("scan", "--select", "XM1", ".", cwd=tmp_path)
+    result = run_cli("scan", "--select", "XM1", "--output-format", "concise", ".", cwd=tmp_path)
     assert result.stdout.startswith(
         'job.py:7:9: XM101 XLA_USE_BF16 set to "1" (on); SageMaker passes it to the training'
         " job's containers; it starts train.py, which gets the recipe under BF16_RECIPE=1, set"

@@ -142,3 +142,52 @@ def test_the_hooks_pass_every_file_kind_xlamigrate_checks() -> None:
     hooks = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
     for hook in hooks:
         assert set(hook["types_or"]) == {kind.identify for kind in KINDS}
+
+
+# A launcher sets the flag, the script it starts only reads it: the read is fixable (the rewrite
+# makes it read the signal the launcher then sets) only as part of the project, never alone.
+READER = (
+    "import os\n\nimport torch\n\n"
+    'if os.environ.get("XLA_USE_BF16") == "1":\n    print("training in bf16")\n'
+    "model = torch.nn.Linear(4, 1)\n"
+    "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+)
+READER_LAUNCH = "#!/bin/bash\nexport XLA_USE_BF16=1\npython train.py\n"
+
+
+def pre_commit_on_staged(repo: Path, home: Path, hook: str) -> subprocess.CompletedProcess[str]:
+    """The hook as `git commit` runs it: on the staged files alone."""
+    env = {**os.environ, "PRE_COMMIT_HOME": str(home), "NO_COLOR": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "pre_commit", "try-repo", str(ROOT), hook],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+
+
+def findings_for(path: str, output: str) -> list[str]:
+    """The findings of one file in the hook's output, each with its help and note lines."""
+    blocks = re.split(r"\n\s*\n", output)
+    return [block.strip() for block in blocks if block.startswith(f"{path}:")]
+
+
+def test_the_hook_on_a_changed_script_says_what_the_full_scan_says(
+    tmp_path: Path, home: Path
+) -> None:
+    repo = tmp_path / "reader-repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    git(repo, "config", "user.email", "dev@example.com")
+    git(repo, "config", "user.name", "dev")
+    (repo / "train.py").write_text(READER)
+    (repo / "launch.sh").write_text(READER_LAUNCH)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "a launcher and the script it starts")
+    full = pre_commit(repo, home, "xlamigrate")
+    (repo / "train.py").write_text(READER + 'print("changed")\n')
+    git(repo, "add", "train.py")
+    changed = pre_commit_on_staged(repo, home, "xlamigrate")
+    assert full.returncode == changed.returncode == 1, full.stdout + changed.stdout
+    expected = findings_for("train.py", full.stdout)
+    assert expected and "XM201" in expected[0] and "[*]" in expected[0]  # fixable: the project
+    assert findings_for("train.py", changed.stdout) == expected
+    assert not findings_for("launch.sh", changed.stdout)  # not changed: not reported

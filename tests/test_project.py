@@ -9,6 +9,7 @@ import pytest
 
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.config import ConfigError, load_settings
+from xlamigrate.kinds.launch import IMAGE
 from xlamigrate.kinds.shell.analysis import analyse
 from xlamigrate.project.build import Analysed, ProjectBuilder
 from xlamigrate.project.platform import platform_of
@@ -107,12 +108,13 @@ def test_platform_of_a_launcher(text: str, platform: str | None) -> None:
     assert platform_of(text) == platform
 
 
-def test_a_container_path_names_the_one_project_file_ending_with_it() -> None:
+def test_a_container_path_is_no_project_file_by_its_ending_alone() -> None:
+    # (tests/test_launch_resolution.py: through the Dockerfile that copies it, it is one)
     resolver = ScriptResolver(Path("."), {"src/train.py": Path("src/train.py")})
-    assert resolver("k8s/job.yaml", "/workspace/src/train.py") == "src/train.py"
+    assert resolver("k8s/job.yaml", f"{IMAGE}/workspace/src/train.py") is None
+    assert "no Dockerfile" in resolver.unresolved("k8s/job.yaml", f"{IMAGE}/workspace/src/train.py")
+    assert resolver("k8s/job.yaml", "/workspace/src/train.py") is None
     assert resolver("k8s/job.yaml", "$SCRIPT") is None
-    two = ScriptResolver(Path("."), {"a/train.py": Path("a"), "b/train.py": Path("b")})
-    assert two("k8s/job.yaml", "/app/train.py") is None  # ambiguous: not guessed
 
 
 @pytest.mark.parametrize(

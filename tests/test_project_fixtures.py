@@ -90,11 +90,13 @@ def test_project_rewrite(
     "case", sorted(p for p in PROJECTS.iterdir() if (p / "before").is_dir()), ids=lambda p: p.name
 )
 def test_scan_says_what_the_rewrite_does_with_each_launcher_write(
-    case: Path, catalogue: Catalogue, monkeypatch: pytest.MonkeyPatch
+    case: Path, catalogue: Catalogue, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A launcher finding is fixable exactly when `rewrite` (default mode) migrates it, and it
-    names the script it starts (a notebook whose own cells train starts none)."""
-    monkeypatch.chdir(case / "before")
+    names the script it starts (a notebook whose own cells train starts none). (Scanned in a
+    copy: in this checkout the project found from the case is this repository.)"""
+    shutil.copytree(case / "before", tmp_path / case.name)
+    monkeypatch.chdir(tmp_path / case.name)
     settings = load_settings([Path(".")], catalogue).with_overrides(ignore=PRECISION_IGNORE)
     report = scan_paths([Path(".")], settings, catalogue, jobs=1)
     left = set(expected_remaining(case, "full-bf16"))

@@ -1,6 +1,7 @@
-"""`xlamigrate scan --format text|json|sarif|github` through the console script: the JSON
-shape other tools parse, SARIF 2.1.0 valid against its schema, GitHub annotations escaped as
-GitHub reads them, and plain `path:line:col: CODE message` text."""
+"""`xlamigrate scan --format text|concise|json|sarif|github` through the console script: the
+JSON shape other tools parse, SARIF 2.1.0 valid against its schema, GitHub annotations escaped
+as GitHub reads them, text as ruff's (a short first line, `help:` and `note:` lines, a closing
+count of what `rewrite` fixes) and the one-line `path:line:col: CODE message` form."""
 
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ WEIRD = 'import os\nos.environ["XLA_DOWNCAST_BF16"] = "50%\\nmore"\n'
 
 FINDING_KEYS = {
     "code", "path", "line", "column", "end_line", "end_column", "severity", "message",
-    "variable", "access", "value", "enabled", "fix",
+    "title", "help", "note", "variable", "access", "value", "enabled", "fix",
 }  # fmt: skip
 ACCESS_BY_CODE = {
     "XM101": "write", "XM102": "write", "XM103": "write", "XM201": "read", "XM202": "delete",
@@ -105,7 +106,7 @@ def weird_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def outputs(project: Path) -> dict[str, subprocess.CompletedProcess[str]]:
-    return {name: scan(project, name) for name in ("text", "json", "sarif", "github")}
+    return {name: scan(project, name) for name in ("text", "concise", "json", "sarif", "github")}
 
 
 @pytest.fixture(scope="module")
@@ -122,14 +123,21 @@ def sarif_validator() -> Any:
     return validator_class(schema)
 
 
-@pytest.mark.parametrize("output_format", ["text", "json", "sarif", "github"])
+@pytest.mark.parametrize("output_format", ["text", "concise", "json", "sarif", "github"])
 def test_every_format_exits_1_with_findings_and_summarises_on_stderr(
-    outputs: dict[str, subprocess.CompletedProcess[str]], output_format: str
+    outputs: dict[str, subprocess.CompletedProcess[str]], output_format: str, report: dict[str, Any]
 ) -> None:
+    """As ruff closes: what was found, then how many `rewrite` fixes (in the mode the fixes
+    were judged for) and how many more it fixes with --unsafe-fixes."""
     result = outputs[output_format]
     assert result.returncode == 1, result.stderr
-    assert result.stderr.strip().endswith("(4 files scanned).")
-    assert "Found 8 findings in 2 files" in result.stderr
+    fixes = [f["fix"]["applicability"] for f in report["findings"] if f["fix"]]
+    assert (fixes.count("safe"), fixes.count("unsafe")) == (4, 1)
+    assert result.stderr.splitlines() == [
+        "Found 8 findings in 2 files; 1 file could not be checked (4 files scanned).",
+        "[*] 4 fixable with `xlamigrate rewrite --mode full-bf16`"
+        " (1 hidden fix can be enabled with `--unsafe-fixes`).",
+    ]
     assert "Found" not in result.stdout
 
 
@@ -150,8 +158,10 @@ def test_json_findings_have_exactly_the_documented_keys_and_types(report: dict[s
     assert len(report["findings"]) == 8
     for finding in report["findings"]:
         assert set(finding) == FINDING_KEYS, finding
-        for key in ("code", "path", "severity", "message"):
+        for key in ("code", "path", "severity", "message", "title"):
             assert type(finding[key]) is str, (key, finding)
+        for key in ("help", "note"):
+            assert finding[key] is None or type(finding[key]) is str, (key, finding)
         for key in ("line", "column", "end_line", "end_column"):
             assert type(finding[key]) is int and finding[key] >= 1, (key, finding)
         assert (finding["end_line"], finding["end_column"]) > (finding["line"], finding["column"])
@@ -176,6 +186,11 @@ def test_json_findings_are_the_expected_ones_in_order(report: dict[str, Any]) ->
 def test_json_write_of_1_is_enabled_with_a_safe_fix(report: dict[str, Any]) -> None:
     first = dict(next(f for f in report["findings"] if f["path"] == "train.py"))
     message = first.pop("message")
+    assert (first.pop("title"), first.pop("help"), first.pop("note")) == (
+        'XLA_USE_BF16 set to "1" (on)',
+        None,
+        "XLA_USE_BF16 is deprecated since torch-xla 2.5; move to an explicit BF16 recipe",
+    )
     assert first == {
         "code": "XM101",
         "path": "train.py",
@@ -216,8 +231,16 @@ def test_json_write_values_and_enabled_states(report: dict[str, Any]) -> None:
 def test_json_errors_have_path_line_and_message(report: dict[str, Any]) -> None:
     assert len(report["errors"]) == 1
     error = report["errors"][0]
-    assert set(error) == {"path", "line", "message"}
-    assert (error["path"], error["line"]) == ("broken.py", 2)
+    assert set(error) == {"path", "line", "column", "code", "message"}
+    assert (error["path"], error["line"], error["column"], error["code"]) == (
+        "broken.py",
+        2,
+        1,
+        "XM901",
+    )
+    assert error["message"] == (
+        "could not parse: Missing parentheses in call to 'print'. Did you mean print(...)?"
+    )
     assert type(error["message"]) is str and error["message"]
 
 
@@ -282,7 +305,7 @@ def test_sarif_reports_a_parse_error_as_an_xm901_result(
     assert len(errors) == 1
     location = errors[0]["locations"][0]["physicalLocation"]
     assert location["artifactLocation"]["uri"] == "broken.py"
-    assert location["region"]["startLine"] == 2
+    assert location["region"] == {"startLine": 2, "startColumn": 1}
     assert errors[0]["level"] == "error"
     assert errors[0]["message"]["text"]
 
@@ -310,9 +333,12 @@ def test_sarif_uri_percent_encodes_commas_and_colons(
     assert result.returncode == 1, result.stderr
     log = json.loads(result.stdout)
     sarif_validator.validate(log)
-    [only] = log["runs"][0]["results"]
-    location = only["locations"][0]["physicalLocation"]
-    assert location["artifactLocation"]["uri"] == "data/we%2Cird%3Aname.py"
+    # the write, and the XM401 its message refers to (the file builds no model to cast)
+    [only, cause] = log["runs"][0]["results"]
+    assert (only["ruleId"], cause["ruleId"]) == ("XM102", "XM401")
+    for each in (only, cause):
+        location = each["locations"][0]["physicalLocation"]
+        assert location["artifactLocation"]["uri"] == "data/we%2Cird%3Aname.py"
     assert only["message"]["text"].startswith('XLA_DOWNCAST_BF16 set to "50%')
 
 
@@ -362,8 +388,13 @@ def test_github_escapes_commas_and_colons_in_the_file_and_newlines_and_percent_i
 ) -> None:
     result = scan(weird_project, "github")
     assert result.returncode == 1, result.stderr
-    assert result.stdout.count("\n") == 1  # the message's newline is escaped, not printed
-    line = result.stdout.rstrip("\n")
+    # the write and the XM401 its message refers to: the message's newline is escaped, not printed
+    assert result.stdout.count("\n") == 2
+    line, cause = result.stdout.rstrip("\n").split("\n")
+    assert cause.startswith(
+        "::warning file=data/we%2Cird%3Aname.py,line=2,col=1,endLine=2,endColumn=32,"
+        "title=xlamigrate (XM401)::XM401 "
+    )
     assert line.startswith(
         "::error file=data/we%2Cird%3Aname.py,line=2,col=1,endLine=2,endColumn=32,title="
     )
@@ -390,27 +421,85 @@ def test_github_escapes_newlines_carriage_returns_and_percent_in_messages() -> N
 # --- text --------------------------------------------------------------------------------------
 
 
-def test_text_prints_path_line_column_code_and_message(
+def test_text_prints_a_short_first_line_then_help_and_note_as_ruff(
     outputs: dict[str, subprocess.CompletedProcess[str]], report: dict[str, Any]
 ) -> None:
-    lines = outputs["text"].stdout.splitlines()
-    assert "\x1b[" not in outputs["text"].stdout  # plain when stdout is not a terminal
+    text = outputs["text"].stdout
+    assert "\x1b[" not in text  # plain when stdout is not a terminal
+    blocks = text.rstrip("\n").split("\n\n")
+    findings, errors = report["findings"], report["errors"]
+    assert len(blocks) == len(findings) + len(errors)
+    for finding, block in zip(findings, blocks, strict=False):
+        mark = " [*]" if finding["fix"] == {"applicability": "safe"} else ""
+        where = f"{finding['path']}:{finding['line']}:{finding['column']}"
+        lines = block.splitlines()
+        assert lines[0] == f"{where}: {finding['code']}{mark} {finding['title']}"
+        explained = [f"  {key}: {finding[key]}" for key in ("help", "note") if finding[key]]
+        assert lines[1:] == explained
+    assert blocks[1].splitlines() == [
+        'train.py:2:1: XM101 [*] XLA_USE_BF16 set to "1" (on)',
+        "  note: XLA_USE_BF16 is deprecated since torch-xla 2.5; move to an explicit BF16 recipe",
+    ]
+    assert blocks[-1] == f"broken.py:2:1: XM901 {errors[0]['message']}"
+
+
+def test_text_help_is_what_this_place_needs_and_note_the_rules_why(report: dict[str, Any]) -> None:
+    """The message's parts, as its rule composes it: `subject[; detail]: rule text`."""
+    read = next(f for f in report["findings"] if f["code"] == "XM201")
+    assert read["message"] == f"{read['title']}: {read['note']}"
+    assert read["help"] is None and "review by hand" in read["note"]
+    for finding in report["findings"]:
+        parts = [finding["title"], finding["help"]]
+        subject = "; ".join(part for part in parts if part)
+        assert finding["message"] in (subject, f"{subject}: {finding['note']}"), finding
+
+
+def test_concise_prints_each_finding_on_one_line_with_its_fix(
+    outputs: dict[str, subprocess.CompletedProcess[str]], report: dict[str, Any]
+) -> None:
+    lines = outputs["concise"].stdout.splitlines()
     findings, errors = report["findings"], report["errors"]
     assert len(lines) == len(findings) + len(errors)
     for finding, line in zip(findings, lines[: len(findings)], strict=True):
         prefix = f"{finding['path']}:{finding['line']}:{finding['column']}: {finding['code']} "
-        assert line.startswith(prefix + finding["message"]), line
-    assert lines[1].startswith('train.py:2:1: XM101 XLA_USE_BF16 set to "1" (on)')
-    assert lines[-1] == f"broken.py:2: XM901 {errors[0]['message']}"
+        fix = f" [fix: {finding['fix']['applicability']}]" if finding["fix"] else ""
+        assert line == prefix + finding["message"] + fix, line
+    assert lines[1].startswith('train.py:2:1: XM101 XLA_USE_BF16 set to "1" (on): ')
+    assert lines[-1] == f"broken.py:2:1: XM901 {errors[0]['message']}"
 
 
-def test_text_prints_one_line_per_finding_even_when_the_value_has_a_newline(
+def test_text_prints_each_line_whole_even_when_the_value_has_a_newline(
     weird_project: Path,
 ) -> None:
-    result = scan(weird_project, "text")
-    assert result.returncode == 1, result.stderr
-    assert len(result.stdout.splitlines()) == 1
-    assert result.stdout.startswith("data/we,ird:name.py:2:1: XM102 ")
+    for output_format in ("text", "concise"):
+        result = scan(weird_project, output_format)
+        assert result.returncode == 1, result.stderr
+        first = result.stdout.split("\ndata/", 1)[0].split("\n\n", 1)[0]
+        assert first.startswith("data/we,ird:name.py:2:1: XM102 ")
+        lines = first.splitlines()
+        assert lines[0].endswith('"50%\\nmore" (on)' if output_format == "text" else "]")
+        assert all(line.startswith(("  help: ", "  note: ")) for line in lines[1:])
+
+
+def test_summary_counts_safe_fixes_for_the_configured_mode_and_hidden_unsafe_ones(
+    tmp_path: Path,
+) -> None:
+    project = make_project(
+        tmp_path,
+        {
+            "pyproject.toml": '[tool.xlamigrate]\nmode = "autocast"\n',
+            "train.py": 'import os\ndel os.environ["XLA_USE_BF16"]\n',
+        },
+    )
+    result = scan(project, "text")
+    assert result.stderr.splitlines() == [
+        "Found 1 finding in 1 file (1 file scanned).",  # (pyproject.toml is no file to scan)
+        "No fixes available (1 hidden fix can be enabled with"
+        " `xlamigrate rewrite --mode autocast --unsafe-fixes`).",
+    ]
+    (project / "train.py").write_text('import os\nflag = os.environ.get("XLA_USE_BF16")\n')
+    manual = scan(project, "text")
+    assert manual.stderr.splitlines() == ["Found 1 finding in 1 file (1 file scanned)."]
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pseudo-terminal")
@@ -446,27 +535,66 @@ def test_text_on_a_terminal_is_coloured_by_rich(project: Path, report: dict[str,
     assert "\x1b[" in output
     plain = re.sub(r"\x1b\[[0-9;]*m", "", output).replace("\r\n", "\n")
     first = next(f for f in report["findings"] if f["path"] == "train.py")
-    assert f"train.py:2:1: XM101 {first['message']}" in plain
-    assert "broken.py:2: XM901 " in plain
+    assert f"train.py:2:1: XM101 [*] {first['title']}\n  note: {first['note']}\n" in plain
+    assert "broken.py:2:1: XM901 " in plain
     assert b"(4 files scanned)." in stderr
 
 
-def test_text_on_a_narrow_terminal_keeps_each_finding_on_one_line() -> None:
-    """As ruff's concise output: rich does not hard-wrap a long message into several lines (the
+def test_text_on_a_narrow_terminal_keeps_each_line_of_a_finding_whole() -> None:
+    """As ruff's output: rich does not hard-wrap a long message into several lines (the
     terminal wraps it for the eye; a copy of it is still one line)."""
     from rich.console import Console
 
+    from xlamigrate.catalogue import load_catalogue
+    from xlamigrate.findings import worded
     from xlamigrate.model import FileError, Finding, Fix, ScanReport, Span
     from xlamigrate.report.rich_text import print_report
 
-    long = 'XLA_USE_BF16 set to "1" (on); ' + "a long explanation " * 12
-    finding = Finding("XM101", "train.py", Span(3, 1, 3, 30), "error", long, fix=Fix("manual"))
-    error = FileError("broken.py", 2, "could not parse: " + "invalid syntax " * 10)
+    long = (
+        'XLA_USE_BF16 set to "1" (on); '
+        + ", ".join(["a long explanation"] * 12)
+        + ": XLA_USE_BF16 is"
+        " deprecated since torch-xla 2.5; move to an explicit BF16 recipe"
+    )
+    finding = Finding("XM101", "train.py", Span(3, 1, 3, 30), "error", long, fix=Fix("safe"))
+    finding = worded(finding, load_catalogue().rule("XM101"))
+    error = FileError(
+        "broken.py", 2, "could not parse: " + ", ".join(["invalid syntax"] * 10), column=7
+    )
     console = Console(width=40, record=True, force_terminal=True, highlight=False)
     print_report(ScanReport(files_scanned=2, findings=(finding,), errors=(error,)), console)
     lines = console.export_text().splitlines()
-    assert len(lines) == 2
-    assert lines[0].startswith("train.py:3:1: XM101 XLA_USE_BF16") and lines[0].endswith(
-        "[fix: manual]"
-    )
-    assert lines[1].startswith("broken.py:2: XM901 could not parse")
+    assert lines == [
+        'train.py:3:1: XM101 [*] XLA_USE_BF16 set to "1" (on)',
+        "  help: " + ", ".join(["a long explanation"] * 12),
+        "  note: XLA_USE_BF16 is deprecated since torch-xla 2.5; move to an explicit BF16 recipe",
+        "",
+        "broken.py:2:7: XM901 could not parse: " + ", ".join(["invalid syntax"] * 10),
+    ]
+
+
+def test_a_notebook_that_is_not_json_is_xm901_at_the_parsers_line_and_column() -> None:
+    from xlamigrate.catalogue import load_catalogue
+    from xlamigrate.engine import scan_source
+
+    catalogue = load_catalogue()
+    data = b'{"cells": [\n  {"source": XLA_USE_BF16}\n]}\n'
+    result = scan_source("bad.ipynb", data, "notebook", catalogue, frozenset(catalogue.rules))
+    [error] = result.errors
+    assert (error.line, error.column, error.code) == (2, 14, "XM901")
+    assert error.message == "could not read the notebook: Expecting value"
+
+
+def test_a_note_in_place_of_the_rules_text_is_help() -> None:
+    """`with_note(instead=True)` (a read the rewrite redirects): the note says what the rewrite
+    does, so it is the help, and there is no rule text left to be the note."""
+    from xlamigrate.catalogue import load_catalogue
+    from xlamigrate.findings import with_note, worded
+    from xlamigrate.model import Finding, Span
+
+    rule = load_catalogue().rule("XM201")
+    message = with_note(rule.message.format(subject="XLA_USE_BF16 read"), "it reads X", True)
+    finding = Finding("XM201", "t.py", Span(1, 1, 1, 2), "warning", message)
+    parts = worded(finding, rule)
+    assert (parts.title, parts.help, parts.note) == ("XLA_USE_BF16 read", "it reads X", None)
+    assert parts == finding  # the parts are the message's: equality ignores them

@@ -221,7 +221,7 @@ def test_diff_names_each_file_it_could_not_rewrite_with_the_reason(tmp_path: Pat
     assert result.returncode == 1, result.stderr
     assert result.stdout.startswith("--- a/train.py\n")
     assert result.stderr.splitlines() == [
-        "bad.py:3: XM901 could not parse: invalid syntax",
+        "bad.py:3:5: XM901 could not parse: invalid syntax",
         "1 file would be rewritten (1 fix); 1 file could not be rewritten (2 files scanned).",
     ]
 
@@ -401,13 +401,14 @@ def test_a_files_own_write_stays_where_its_recipe_cannot_go_in_and_scan_says_so(
         {"train.py": OWN_WRITE_NO_MODEL, "pyproject.toml": f'[tool.xlamigrate]\nmode = "{mode}"\n'},
     )
     scanned = run_cli("scan", "--format", "json", cwd=tmp_path)
-    [write] = json.loads(scanned.stdout)["findings"]
+    write, problem = json.loads(scanned.stdout)["findings"]  # XM401: listed, as it is referred to
     assert (write["code"], write["fix"]["applicability"]) == ("XM101", "manual")
     assert "kept: the recipe could not be applied here (see XM401)" in write["message"]
     result = rewrite_json(cwd=tmp_path, expect_exit=1)
     [entry] = result["files"]
     assert codes(entry["remaining"]) == [("XM101", "manual"), ("XM401", "manual")]
     assert entry["remaining"][0]["message"] == write["message"]
+    assert entry["remaining"][1]["message"] == problem["message"]  # one answer: scan, rewrite
     assert (tmp_path / "train.py").read_text() == OWN_WRITE_NO_MODEL
 
 

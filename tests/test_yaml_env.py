@@ -244,7 +244,7 @@ def test_github_actions_env_at_every_level() -> None:
         ("XLA_DOWNCAST_BF16", "0"),
         ("XLA_USE_FP16", "true"),  # torch-xla reads "true" as on
     ]
-    assert [a.launched for a in found] == [("train.py",)] * 3
+    assert [a.launched for a in found] == [("<repository root>/train.py",)] * 3  # the checkout
 
 
 # Configs that set the flag for the user -------------------------------------------------------

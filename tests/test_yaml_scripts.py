@@ -143,7 +143,7 @@ def test_actions_run_block_finding_is_on_the_flag_own_line_and_column() -> None:
     assert at(WORKFLOW, access) == (11, 18)
     assert WORKFLOW[access.start : access.end] == "XLA_USE_BF16=1"
     assert access.syntax == "shell:export|indent:10"
-    assert access.launched == ("train.py",)
+    assert access.launched == ("<repository root>/train.py",)  # a step runs in the checkout
 
 
 def test_actions_run_block_edits_are_whole_lines_at_the_block_indentation(
@@ -161,7 +161,7 @@ def test_actions_run_block_edits_are_whole_lines_at_the_block_indentation(
 def test_the_env_of_a_job_names_what_its_steps_run_through_the_launch_model() -> None:
     text = WORKFLOW.replace("PJRT_DEVICE: NEURON", "XLA_DOWNCAST_BF16: '1'")
     job_env, _ = accesses(text)
-    assert job_env.form == "yaml-map" and job_env.launched == ("train.py",)
+    assert job_env.form == "yaml-map" and job_env.launched == ("<repository root>/train.py",)
 
 
 @pytest.mark.parametrize(
@@ -311,12 +311,12 @@ def test_kubernetes_bash_c_string_is_a_script_mapped_into_the_yaml_string() -> N
     access = next(a for a in accesses(POD) if a.form == "export")
     assert at(POD, access) == (6, 58)
     assert access.syntax == "shell:export|kubernetes|yaml-double"
-    assert access.launched == ("train.py",)
+    assert access.launched == ("<image>train.py",)  # from the image's WORKDIR
 
 
 def test_a_container_env_entry_names_what_the_bash_c_string_runs() -> None:
     entry = next(a for a in accesses(POD) if a.form == "yaml-env-list")
-    assert entry.launched == ("prepare.py", "train.py")
+    assert entry.launched == ("<image>prepare.py", "<image>train.py")
 
 
 def test_a_container_launches_the_script_it_runs_not_the_files_its_arguments_name() -> None:
@@ -393,7 +393,7 @@ def test_argo_parameters_are_unknown_values_and_a_script_template_source_is_read
     parameter, source = accesses(text)
     assert parameter.value is not None and parameter.value.candidates is None
     assert (source.variable, at(text, source)) == ("XLA_DOWNCAST_BF16", (13, 18))
-    assert source.launched == ("evaluate.py",)
+    assert source.launched == ("<image>evaluate.py",)
 
 
 def test_args_that_are_not_a_shell_string_are_not_scripts() -> None:
@@ -415,7 +415,7 @@ def test_compose_string_command_is_read_as_a_command_line(catalogue: Catalogue) 
     access = only(text)
     assert at(text, access) == (3, 30)
     assert access.syntax == "shell:export|shell-double|compose|yaml-plain"
-    assert access.launched == ("train.py",)
+    assert access.launched == ("<image>train.py",)
     rewritten = rewrite(text, "autocast", catalogue)
     # compose turns `$$` into the `$` that bash -c expands; the other `$$` stays as written
     assert 'NEURON_CC_FLAGS=\\"\\$${NEURON_CC_FLAGS:-} --auto-cast=none\\"' in rewritten
@@ -435,7 +435,7 @@ def test_compose_entrypoint_and_command_lists_form_one_argv() -> None:
     )
     script, entry = accesses(text)
     assert (script.form, at(text, script)) == ("prefix", (4, 16))
-    assert entry.form == "yaml-list" and entry.launched == ("evaluate.py",)
+    assert entry.form == "yaml-list" and entry.launched == ("<image>evaluate.py",)
 
 
 # Edits are checked against the YAML they land in -----------------------------------------------
@@ -573,3 +573,15 @@ def test_rewrites_change_only_the_lines_of_flag_writes_and_keep_every_quoting(
         if string in strings and line in unchanged
     }
     assert kept <= {(string, style) for string, style, _ in written}
+
+
+def test_a_null_args_does_not_hide_a_container_script_nor_its_ssh_here_document(
+    catalogue: Catalogue,
+) -> None:
+    from xlamigrate.engine import scan_source
+
+    case = FIXTURES / "scan" / "kubernetes_null_args_tpu_job.yaml"
+    result = scan_source(case.name, case.read_bytes(), "yaml", catalogue, catalogue.select((), ()))
+    found = {(f.span.line, f.code): f.message for f in result.findings}
+    assert "XRT_TPU_CONFIG" in found[(20, "XM503")]
+    assert "in a command run on another machine (`ssh`)" in found[(21, "XM102")]

@@ -49,10 +49,17 @@ class Rule:
     name: str
     summary: str
     severity: Severity
-    fix: Applicability | None
+    fix: Applicability | None  # what a finding gets where nothing about its place says more
     message: str
     explanation: str
     references: tuple[str, ...]
+    # Each applicability its findings can have and where they have it (safe first): the
+    # `rule` command's fix lines, and what a test holds the engine's findings to.
+    fixes: tuple[tuple[Applicability, str], ...] = ()
+
+    @property
+    def applicabilities(self) -> tuple[Applicability, ...]:
+        return tuple(level for level, _ in self.fixes)
 
 
 @dataclass(frozen=True)
@@ -141,9 +148,27 @@ def _parse_rule(filename: str, data: dict[str, Any]) -> Rule:
             message=data["message"],
             explanation=data["explanation"].strip(),
             references=tuple(data.get("references", ())),
+            fixes=_fix_cases(filename, fix, data.get("fixes", {})),
         )
     except KeyError as missing:
         raise CatalogueError(f"{filename}: missing key {missing}") from missing
     if filename != f"{rule.code}.toml":
         raise CatalogueError(f"{filename}: holds rule {rule.code}; name the file after its code")
     return rule
+
+
+def _fix_cases(
+    filename: str, default: str, cases: dict[str, str]
+) -> tuple[tuple[Applicability, str], ...]:
+    """The rule's `[fixes]` table (applicability = where its findings have it), in the order
+    safe, unsafe, manual. A rule with a fix says where its default applies too."""
+    unknown = set(cases) - set(APPLICABILITIES)
+    if unknown:
+        raise CatalogueError(f"{filename}: fixes {sorted(unknown)} not in {APPLICABILITIES}")
+    if default == "none" and cases:
+        raise CatalogueError(f"{filename}: fix = 'none' and yet [fixes] says where it has one")
+    if default != "none" and default not in cases:
+        raise CatalogueError(f"{filename}: [fixes] must say where its {default!r} fix applies")
+    return tuple(
+        (level, " ".join(cases[level].split())) for level in APPLICABILITIES if level in cases
+    )

@@ -29,7 +29,9 @@ from xlamigrate.request import DEFAULT_SIGNAL, RewriteRequest
 if TYPE_CHECKING:
     from typer._click import Context, HelpFormatter
 
+    from xlamigrate.discover import Discovery
     from xlamigrate.progress import Progress
+    from xlamigrate.selection import Selection
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 SUMMARY = (
@@ -69,8 +71,31 @@ class _Command(TyperCommand):
                     formatter.write_dl(rows)
 
 
+# scan and rewrite: results of earlier runs are kept in <root>/.xlamigrate_cache (cache.py)
+NoCache = Annotated[
+    bool,
+    typer.Option(
+        "--no-cache",
+        help="Neither read nor write the cache of earlier results in .xlamigrate_cache (also"
+        " with XLAMIGRATE_NO_CACHE=1).",
+    ),
+]
+
+
+# scan and rewrite: the whole project below the root, not only the paths named
+WholeProject = Annotated[
+    bool,
+    typer.Option(
+        "--project",
+        help="Every file of the project: below the nearest folder up from the paths with .git,"
+        " a pyproject.toml or the configuration (the paths' common folder, where none has).",
+    ),
+]
+
+
 class OutputFormat(str, Enum):
     text = "text"
+    concise = "concise"
     json = "json"
     sarif = "sarif"
     github = "github"
@@ -187,11 +212,13 @@ def scan(
             " torch-xla-version, else its requirements' pins): newer API fixes are not offered.",
         ),
     ] = None,
+    no_cache: NoCache = False,
+    whole_project: WholeProject = False,
 ) -> None:
     """Report every place the code touches a legacy Torch-XLA precision flag, and every use of
     a torch-xla API removed or deprecated on the way to torch-xla 2.9."""
-    from xlamigrate.discover import discover
     from xlamigrate.engine import scan_paths
+    from xlamigrate.selection import named_files
 
     if statistics and output_format not in (OutputFormat.text, OutputFormat.json):
         _fail("--statistics prints text or json: drop --format or choose one of those")
@@ -205,7 +232,7 @@ def scan(
     if stdin_filename is not None:
         report = _scan_stdin(stdin_filename, paths, settings, catalogue)
     else:
-        discovery = discover(targets, settings)
+        discovery = named_files(targets, settings, not no_cache)
         if discovery.missing:
             _fail(f"no such file or directory: {', '.join(discovery.missing)}")
         for skipped in discovery.skipped:
@@ -213,7 +240,17 @@ def scan(
                 f"xlamigrate: skipped {skipped}: not a file kind xlamigrate checks", err=True
             )
         with _progress(output_format is OutputFormat.text) as progress:
-            report = scan_paths(targets, settings, catalogue, jobs or None, discovery, progress)
+            selection = _selection(targets, settings, discovery, whole_project, not no_cache)
+            report = scan_paths(
+                targets,
+                settings,
+                catalogue,
+                jobs or None,
+                discovery,
+                progress,
+                not no_cache,
+                selection=selection,
+            )
     if statistics:
         from xlamigrate.report.statistics import render_statistics
 
@@ -221,9 +258,22 @@ def scan(
         sys.stdout.write(render_statistics(report, catalogue, as_json))
         sys.stdout.flush()
     else:
-        _print_report(report, catalogue, output_format)
+        _print_report(report, catalogue, output_format, settings.mode or DEFAULT_MODE)
     code = EXIT_FINDINGS if report.has_problems and not exit_zero else EXIT_CLEAN
     raise typer.Exit(code)
+
+
+def _selection(
+    targets: list[Path], settings: Settings, discovery: Discovery, whole: bool, use_cache: bool
+) -> Selection:
+    """The files a run reports on and edits, in the project found from the paths (warned of,
+    as ruff does, where there are none)."""
+    from xlamigrate.selection import select
+
+    selection = select(targets, settings, discovery, whole, use_cache)
+    if not selection.named.files:
+        typer.echo("xlamigrate: warning: No files to check under the given path(s)", err=True)
+    return selection
 
 
 def _progress(human: bool) -> contextlib.AbstractContextManager[Progress]:
@@ -255,6 +305,7 @@ def _scan_stdin(
     name: str, paths: list[Path] | None, settings: Settings, catalogue: Catalogue
 ) -> ScanReport:
     from xlamigrate.engine import scan_source
+    from xlamigrate.findings import worded_report
 
     source = _stdin_source(name, paths, settings)
     if source is None:
@@ -262,7 +313,8 @@ def _scan_stdin(
     display, data, kind = source
     enabled = catalogue.select(settings.select, settings.ignore)
     result = scan_source(display, data, kind, catalogue, enabled)
-    return ScanReport(1, result.findings, result.errors, files_parsed=1)
+    report = ScanReport(1, result.findings, result.errors, files_parsed=1)
+    return worded_report(report, catalogue)
 
 
 def _settings(
@@ -315,9 +367,12 @@ def _write_rewrites(report: RewriteReport, sources: dict[str, Path]) -> RewriteR
     return replace(report, outcomes=tuple(outcomes), errors=tuple(errors))
 
 
-def _print_report(report: ScanReport, catalogue: Catalogue, output_format: OutputFormat) -> None:
+def _print_report(
+    report: ScanReport, catalogue: Catalogue, output_format: OutputFormat, mode: str
+) -> None:
+    """`mode`: the recipe the scan judged the fixes for, which the summary names."""
     from xlamigrate.report import renderer
-    from xlamigrate.report.text_format import summary
+    from xlamigrate.report.scan_summary import summary
 
     if output_format is OutputFormat.text and sys.stdout.isatty():
         from xlamigrate.report.rich_text import print_report
@@ -326,7 +381,7 @@ def _print_report(report: ScanReport, catalogue: Catalogue, output_format: Outpu
     else:
         sys.stdout.write(renderer(output_format.value)(report, catalogue))
         sys.stdout.flush()
-    typer.echo(summary(report), err=True)
+    typer.echo(summary(report, mode), err=True)
 
 
 class RewriteFormat(str, Enum):
@@ -435,11 +490,12 @@ def rewrite(
             " torch-xla-version, else its requirements' pins): newer API fixes are not written.",
         ),
     ] = None,
+    no_cache: NoCache = False,
+    whole_project: WholeProject = False,
 ) -> None:
     """Rewrite scripts to an explicit BF16 recipe (full-bf16, fp32-copy or autocast), and
     torch-xla API calls removed or deprecated on the way to torch-xla 2.9 to their successors
     (`--select XM5` for those alone, `--ignore XM5` for the recipe alone)."""
-    from xlamigrate.discover import discover
     from xlamigrate.engine import rewrite_paths
     from xlamigrate.report.rewrite_format import (
         grouped_diffs,
@@ -448,6 +504,7 @@ def rewrite(
         summary,
     )
     from xlamigrate.report.text_format import error_line
+    from xlamigrate.selection import named_files
     from xlamigrate.writer import unified_diff
 
     targets = paths or [Path(".")]
@@ -467,18 +524,27 @@ def rewrite(
     )
     if stdin_filename is not None:
         _rewrite_stdin(stdin_filename, paths, settings, catalogue, request, diff)
-    discovery = discover(targets, settings)
+    discovery = named_files(targets, settings, not no_cache)
     if discovery.missing:
         _fail(f"no such file or directory: {', '.join(discovery.missing)}")
+    selection = _selection(targets, settings, discovery, whole_project, not no_cache)
     with _progress(output_format is RewriteFormat.text) as progress:
         report = rewrite_paths(
-            targets, settings, catalogue, request, jobs or None, discovery, progress
+            targets,
+            settings,
+            catalogue,
+            request,
+            jobs or None,
+            discovery,
+            progress,
+            not no_cache,
+            selection=selection,
         )
     for skipped in discovery.skipped:
         typer.echo(f"xlamigrate: skipped {skipped}: not a file kind xlamigrate checks", err=True)
     apply = not (diff or check)
     if apply:
-        report = _write_rewrites(report, {s.display: s.path for s in discovery.files})
+        report = _write_rewrites(report, {s.display: s.path for s in selection.project.files})
     diffs = {
         outcome.path: unified_diff(
             outcome.path, outcome.original, outcome.rewritten, outcome.created
@@ -722,31 +788,21 @@ def rule(
     show_all: Annotated[bool, typer.Option("--all", help="List every rule.")] = False,
 ) -> None:
     """Explain a rule, or list them all."""
+    from xlamigrate.ruletext import rule_listing, rule_text
+
     catalogue = _catalogue()
     if show_all:
         if code is not None:
             _fail(f"give a rule code or --all, not both (`xlamigrate rule {code}` explains it)")
-        rules = sorted(catalogue.rules.values(), key=lambda r: r.code)
-        width = max(len(item.name) for item in rules)  # the columns line up, long names too
-        for item in rules:
-            fix = item.fix or "none"
-            typer.echo(
-                f"{item.code}  {item.name:<{width}}  {item.severity:<8} fix: {fix:<7} "
-                f"{item.summary}"
-            )
+        for line in rule_listing(sorted(catalogue.rules.values(), key=lambda r: r.code)):
+            typer.echo(line)
         return
     if code is None:
         _fail("give a rule code (e.g. `xlamigrate rule XM101`) or --all")
     found = catalogue.rules.get(code.upper())
     if found is None:
         _fail(f"unknown rule {code!r}; `xlamigrate rule --all` lists them")
-    typer.echo(f"{found.code} ({found.name}): {found.summary}\n")
-    typer.echo(f"Severity: {found.severity}. Fix: {found.fix or 'none'}.\n")
-    typer.echo(found.explanation)
-    if found.references:
-        typer.echo("\nReferences:")
-        for reference in found.references:
-            typer.echo(f"  {reference}")
+    typer.echo(rule_text(found))
 
 
 def main() -> None:

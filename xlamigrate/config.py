@@ -1,4 +1,5 @@
-"""`[tool.xlamigrate]` in the nearest pyproject.toml, plus CLI overrides, as one frozen Settings."""
+"""`[tool.xlamigrate]` in the nearest pyproject.toml, plus CLI overrides, as one frozen Settings;
+and the project's root, found from the paths a run names (as ruff finds its pyproject.toml)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from xlamigrate.apitable import Version
 from xlamigrate.catalogue import Catalogue, UnknownCodeError
 
 SECTION = "xlamigrate"
+# What marks a project's root folder (besides the folder of the configuration in force).
+ROOT_MARKERS = (".git", "pyproject.toml")
 _LIST_KEYS = ("select", "ignore", "exclude")
 _TARGETS = ("neuron", "tpu")
 # How rewritten scripts get the runtime they import: a dependency the project declares, or a
@@ -33,7 +36,8 @@ class ConfigError(Exception):
 
 @dataclass(frozen=True)
 class Settings:
-    root: Path  # excludes are relative to this: the config file's directory, or the cwd
+    # The project: its launch graph is built over every file below it (find_root).
+    root: Path
     select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
@@ -46,6 +50,12 @@ class Settings:
     # newer than it are reported instead).
     torch_xla_version: Version | None = None
     runtime: str | None = None  # "package" or "vendor": how rewritten scripts get the runtime
+    # Where exclude patterns are relative to: the config file's folder, else the cwd (None: root).
+    excludes_from: Path | None = None
+
+    @property
+    def exclude_base(self) -> Path:
+        return self.excludes_from if self.excludes_from is not None else self.root
 
     def with_overrides(
         self,
@@ -72,18 +82,31 @@ def find_config(paths: Sequence[Path]) -> Path | None:
     return None
 
 
+def find_root(paths: Sequence[Path], config: Path | None = None) -> Path:
+    """The project's root: the nearest folder up from the paths' common folder that holds
+    `.git` or a pyproject.toml, or the configuration file; with none, that common folder.
+    (Absolute, not resolved: files below it are shown relative to the cwd as named.)"""
+    start = _common_folder(paths)
+    config_folder = Path(os.path.abspath(config)).parent if config is not None else None
+    for directory in (start, *start.parents):
+        if directory == config_folder or any((directory / m).exists() for m in ROOT_MARKERS):
+            return directory
+    return start
+
+
 def load_settings(
     paths: Sequence[Path], catalogue: Catalogue, config: Path | None = None
 ) -> Settings:
     path = config if config is not None else find_config(paths)
     if path is None:
-        return Settings(root=Path.cwd())
+        return Settings(root=find_root(paths), excludes_from=Path.cwd())
     if not path.is_file():
         raise ConfigError(f"{path}: configuration file not found")
     table = _tool_tables(path).get(SECTION, {})
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [tool.{SECTION}] must be a table")
-    return _settings_from_table(path, table, catalogue)
+    settings = _settings_from_table(path, table, catalogue)
+    return replace(settings, root=find_root(paths, path), excludes_from=path.parent.resolve())
 
 
 def _settings_from_table(path: Path, table: dict[str, Any], catalogue: Catalogue) -> Settings:
@@ -160,6 +183,13 @@ def _tool_tables(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: cannot read: {error.strerror}") from error
     tool = data.get("tool", {})
     return tool if isinstance(tool, dict) else {}
+
+
+def _common_folder(paths: Sequence[Path]) -> Path:
+    """The folder holding every path (a file's own folder), absolute and not resolved."""
+    absolute = [os.path.abspath(path) for path in paths] or [os.getcwd()]
+    common = Path(os.path.commonpath(absolute))
+    return common if common.is_dir() else common.parent
 
 
 def _common_directory(paths: Sequence[Path]) -> Path:

@@ -8,11 +8,13 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import pathspec
+from typing import TYPE_CHECKING, Protocol
 
 from xlamigrate.config import Settings
 from xlamigrate.kinds import kind_by_name, kind_by_shebang
+
+if TYPE_CHECKING:
+    import pathspec
 
 # Folder names never walked into (explicitly named files inside them are still checked).
 SKIPPED_DIRECTORIES = frozenset(
@@ -41,10 +43,23 @@ class Discovery:
     unlisted: tuple[tuple[str, str], ...] = ()
 
 
-def discover(paths: Sequence[Path], settings: Settings) -> Discovery:
-    excludes = pathspec.GitIgnoreSpec.from_lines(settings.exclude)
+class Witness(Protocol):
+    """Hears what a walk's result depends on (walkcache.py keeps a walk while none changed)."""
+
+    def before(self, path: str) -> None:
+        """A folder about to be listed or looked into, a file about to be read."""
+
+    def listed(self, folder: str, names: Sequence[str]) -> None:
+        """What the listing of a folder held."""
+
+
+def discover(
+    paths: Sequence[Path], settings: Settings, witness: Witness | None = None
+) -> Discovery:
+    """The checkable files of the paths (`witness`: hears what the walks depend on)."""
+    excludes = _excludes(settings)
     cwd = os.getcwd()
-    root = str(settings.root)
+    root = str(settings.exclude_base)
     files: list[SourceFile] = []
     missing: list[str] = []
     skipped: list[str] = []
@@ -57,7 +72,7 @@ def discover(paths: Sequence[Path], settings: Settings) -> Discovery:
             continue
         if given.is_dir():
             candidates: Iterator[_Found] = _walk(
-                os.path.abspath(given), settings, excludes, unlisted.append
+                os.path.abspath(given), settings, excludes, unlisted.append, witness
             )
         elif _excluded(os.path.abspath(given), root, excludes, is_dir=False):
             continue
@@ -124,6 +139,12 @@ def display_path(path: Path) -> str:
     return _display(os.path.abspath(path), os.getcwd())
 
 
+def folder_display(folder: Path) -> str:
+    """A folder's display path, as its files' paths start: "" for the cwd itself."""
+    absolute, cwd = os.path.abspath(folder), os.getcwd()
+    return "" if absolute == cwd else _display(absolute, cwd)
+
+
 def _display(absolute: str, cwd: str) -> str:
     """Relative to the cwd when below it (as linters print paths), with / separators."""
     below = cwd + os.sep
@@ -135,23 +156,28 @@ def _display(absolute: str, cwd: str) -> str:
 def _walk(
     top: str,
     settings: Settings,
-    excludes: pathspec.GitIgnoreSpec,
+    excludes: pathspec.GitIgnoreSpec | None,
     unlisted: Callable[[OSError], None],
+    witness: Witness | None = None,
 ) -> Iterator[_Found]:
     """The checkable files below `top`, in a stable order (as os.walk goes: a folder's files,
     then its folders, each in name order; links to folders are not followed); a folder that
     cannot be listed (no permission) goes to `unlisted` instead of being skipped silently."""
-    ignores = _GitIgnores(top) if settings.respect_gitignore else None
-    root = str(settings.root)
+    ignores = _GitIgnores(top, witness) if settings.respect_gitignore else None
+    root = str(settings.exclude_base)
     pending = [top]
     while pending:
         directory = pending.pop()
+        if witness is not None:
+            witness.before(directory)
         try:
             with os.scandir(directory) as listing:
                 entries = sorted(listing, key=lambda entry: entry.name)
         except OSError as error:
             unlisted(error)
             continue
+        if witness is not None:
+            witness.listed(directory, [entry.name for entry in entries])
         if ignores is not None:
             ignores.enter(directory)
         folders = []
@@ -159,19 +185,21 @@ def _walk(
             if _is_dir(entry):
                 folders.append(entry)
                 continue
-            found = _checkable(entry, root, excludes, ignores)
+            found = _checkable(entry, root, excludes, ignores, witness)
             if found is not None:
                 yield found
         below = []
         for entry in folders:
             child = entry.path
-            if entry.name in SKIPPED_DIRECTORIES or os.path.exists(
-                os.path.join(child, "pyvenv.cfg")
-            ):
+            if entry.name in SKIPPED_DIRECTORIES:
                 continue
             if _excluded(child, root, excludes, is_dir=True):
                 continue
             if ignores is not None and ignores.ignored(child, is_dir=True):
+                continue
+            if witness is not None:  # (a pyvenv.cfg made or removed changes the folder)
+                witness.before(child)
+            if os.path.exists(os.path.join(child, "pyvenv.cfg")):
                 continue
             if not entry.is_symlink():
                 below.append(child)
@@ -195,8 +223,9 @@ def _is_dir(entry: os.DirEntry[str]) -> bool:
 def _checkable(
     entry: os.DirEntry[str],
     root: str,
-    excludes: pathspec.GitIgnoreSpec,
+    excludes: pathspec.GitIgnoreSpec | None,
     ignores: _GitIgnores | None,
+    witness: Witness | None = None,
 ) -> _Found | None:
     """A listed file, with its kind, where xlamigrate checks it (not excluded, not ignored)."""
     name = entry.name
@@ -204,6 +233,8 @@ def _checkable(
     if kind is None:
         if os.path.splitext(name)[1]:
             return None  # fast path: most files are skipped by their name alone
+        if witness is not None:
+            witness.before(entry.path)
         kind = _kind_by_shebang(Path(entry.path))
         if kind is None:
             return None
@@ -221,12 +252,23 @@ def _checkable(
 
 def is_excluded(path: Path, settings: Settings) -> bool:
     """Whether the configured excludes cover this path (one named on the command line too)."""
-    excludes = pathspec.GitIgnoreSpec.from_lines(settings.exclude)
-    return _excluded(os.path.abspath(path), str(settings.root), excludes, is_dir=False)
+    excludes = _excludes(settings)
+    return _excluded(os.path.abspath(path), str(settings.exclude_base), excludes, is_dir=False)
 
 
-def _excluded(absolute: str, root: str, excludes: pathspec.GitIgnoreSpec, is_dir: bool) -> bool:
-    if not excludes.patterns:
+def _excludes(settings: Settings) -> pathspec.GitIgnoreSpec | None:
+    """The configured excludes (None: there are none, and pathspec is not loaded)."""
+    if not settings.exclude:
+        return None
+    import pathspec
+
+    return pathspec.GitIgnoreSpec.from_lines(settings.exclude)
+
+
+def _excluded(
+    absolute: str, root: str, excludes: pathspec.GitIgnoreSpec | None, is_dir: bool
+) -> bool:
+    if excludes is None or not excludes.patterns:
         return False
     relative = os.path.relpath(absolute, root) if absolute.startswith(root + os.sep) else absolute
     relative = relative.replace(os.sep, "/")
@@ -261,13 +303,16 @@ class _GitIgnores:
     """The .gitignore files in force while walking: those above the start up to the repository
     root, and those met on the way down. The deepest file with a matching pattern decides."""
 
-    def __init__(self, top: str) -> None:
+    def __init__(self, top: str, witness: Witness | None = None) -> None:
+        self.witness = witness
         self.specs: dict[str, pathspec.GitIgnoreSpec] = {}  # absolute directory -> its patterns
         self.quick: dict[str, _Quick | None] = {}  # matches where any of them may
         self.loaded: set[str] = set()
         self.chains: dict[str, list[str]] = {}  # a folder -> the folders whose rules apply there
         directory = os.path.abspath(top)
         while True:
+            if witness is not None:
+                witness.before(os.path.join(directory, ".git"))
             is_repository_root = os.path.exists(os.path.join(directory, ".git"))
             if is_repository_root:  # lower priority than .gitignore: loaded first
                 self._load_file(directory, os.path.join(directory, ".git", "info", "exclude"))
@@ -284,11 +329,15 @@ class _GitIgnores:
             self.chains.pop(directory, None)  # (its own rules, if any, now apply too)
 
     def _load_file(self, directory: str, file: str) -> None:
+        if self.witness is not None:
+            self.witness.before(file)
         try:
             with open(file, encoding="utf-8", errors="replace") as handle:
                 lines = handle.read().splitlines()
         except OSError:
             return
+        import pathspec  # (only where a .gitignore is read: a kept walk reads none)
+
         spec = pathspec.GitIgnoreSpec.from_lines(lines)
         previous = self.specs.get(directory)
         if previous is not None:

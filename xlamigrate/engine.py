@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import multiprocessing
 import os
 import signal
 import stat
@@ -16,18 +15,20 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from xlamigrate import kinds
+from xlamigrate.cache import MISS, RunCache, open_for_run
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.config import Settings
-from xlamigrate.discover import Discovery, SourceFile, discover
+from xlamigrate.discover import Discovery, SourceFile
+from xlamigrate.findings import worded_outcome, worded_report
 from xlamigrate.flagvalue import RECIPE_FLAGS
 from xlamigrate.frameworktable import framework_table
+from xlamigrate.kinds.launch import as_written
 from xlamigrate.kinds.textaccess import TextAnalysis
 from xlamigrate.model import (
     FileError,
@@ -44,7 +45,12 @@ from xlamigrate.project.launchers import launches_with_flag
 from xlamigrate.project.model import Project
 from xlamigrate.project.pins import Pins
 from xlamigrate.project.resolve import ScriptResolver
+from xlamigrate.project.units import split_units, together, units
 from xlamigrate.request import DEFAULT_MODE, STANDALONE, FileContext, RewriteRequest
+from xlamigrate.selection import Selection, select
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
 
 # A file of the project the project decided nothing about: its enabling writes start no
 # script of the project it could follow.
@@ -59,6 +65,7 @@ _PARENT_POLL_SECONDS = 0.5
 _POOL_MIN_BYTES = 64 * 1024
 _KEPT_BYTES = 256 << 20  # the tree's bytes kept from the first read, for the project (MiB: 256)
 _Result = TypeVar("_Result")
+_T = TypeVar("_T")
 _SCRIPT_KINDS = ("python", "notebook")  # planned before the launchers (they may get a recipe)
 
 
@@ -78,14 +85,22 @@ def scan_paths(
     jobs: int | None = None,
     discovery: Discovery | None = None,
     progress: Progress = SILENT,
+    use_cache: bool = False,
+    selection: Selection | None = None,
 ) -> ScanReport:
-    discovery = discovery if discovery is not None else discover(paths, settings)
+    """Scans the named files (and those under named folders) as part of the project below
+    `settings.root`: its launch graph is built over all of it, so a file gets the findings a
+    scan of the whole root gives it, whatever else is named (`discovery`: the named paths').
+    With `use_cache`, what earlier runs found for unchanged files is reused (cache.py)."""
+    selection = selection or select(paths, settings, discovery, use_cache=use_cache)
+    discovery, selected = selection.project, selection.displays
     enabled = catalogue.select(settings.select, settings.ignore)
-    read = _flagged_files(discovery, catalogue, enabled)
-    work, unreadable = read.work, read.unreadable
+    cache = open_for_run(settings, enabled) if use_cache else None
+    read = _flagged_files(discovery, catalogue, enabled, cache)
+    work, unreadable = read.work, _about(read.unreadable, selection)
     # The launchers' findings say what `rewrite` (in the configured mode) would do with them.
     request = RewriteRequest(settings.mode or DEFAULT_MODE, target=settings.target)
-    with _Workers(jobs, work) as workers:
+    with _Workers(jobs, work, cache) as workers:
         layout = _Layout.of(
             work, discovery, settings, catalogue, request, workers, read.kept, enabled
         )
@@ -93,14 +108,22 @@ def scan_paths(
         if layout.project.scripts:
             planning = replace(request, plan_only=True)
             plan = partial(_rewrite_job, catalogue=catalogue, enabled=enabled, request=planning)
-            layout.settle(layout.script_jobs([]), plan, workers)
+            layout.settle(layout.script_jobs(work), plan, workers, memo=("plan", planning))
         task = partial(_scan_job, catalogue=catalogue, enabled=enabled)
         progress.start(len(work), "scanning")
         analyses = {a.path: a.analysis for a in layout.analysed}
-        work = [replace(job, analysis=analyses.get(job.display)) for job in work]
-        scanned = workers.run(layout.with_contexts(work, request.mode), task, progress)
+        work = [
+            replace(job, analysis=analyses.get(job.display))
+            for job in work
+            if job.display in selected
+        ]
+        contextual = layout.with_contexts(work, request.mode)
+        scanned = workers.run(contextual, task, progress, memo="scan")
+    if cache is not None:
+        cache.save()
     results = [FileResult(e.path, errors=(e,)) for e in unreadable] + scanned
-    return replace(_report(len(discovery.files), len(work), results), launches=layout.edges())
+    report = _report(len(selection.named.files), len(work), results)
+    return replace(worded_report(report, catalogue), launches=layout.edges(selected))
 
 
 def rewrite_paths(
@@ -111,41 +134,63 @@ def rewrite_paths(
     jobs: int | None = None,
     discovery: Discovery | None = None,
     progress: Progress = SILENT,
+    use_cache: bool = False,
+    selection: Selection | None = None,
 ) -> RewriteReport:
-    """Plans the rewrite of every flagged file and every script a launcher of the project
-    starts with a legacy flag; writes nothing (the caller decides).
+    """Plans the rewrite of every flagged file named (or under a named folder) and of every
+    script of them a launcher of the project starts with a legacy flag; writes nothing (the
+    caller decides), and changes no file outside the selection.
 
     Scripts are planned first: a launcher's write goes only once the recipe went into every
     script it reaches, so a script whose recipe cannot go in whole is planned again without
-    it, and the writes that reach it stay."""
-    discovery = discovery if discovery is not None else discover(paths, settings)
+    it, and the writes that reach it stay. A launcher's write, the scripts it reaches and the
+    modules they import change together: where some of them are not selected, none does."""
+    selection = selection or select(paths, settings, discovery, use_cache=use_cache)
+    discovery, selected = selection.project, selection.displays
     enabled = catalogue.select(settings.select, settings.ignore)
-    read = _flagged_files(discovery, catalogue, enabled)
-    work, unreadable = read.work, read.unreadable
-    with _Workers(jobs, work) as workers:
+    cache = open_for_run(settings, enabled) if use_cache else None
+    read = _flagged_files(discovery, catalogue, enabled, cache)
+    work, unreadable = read.work, _about(read.unreadable, selection)
+    with _Workers(jobs, work, cache) as workers:
         layout = _Layout.of(
             work, discovery, settings, catalogue, request, workers, read.kept, enabled
         )
         layout.pins = Pins(settings.root, settings.torch_xla_version)
         task = partial(_rewrite_job, catalogue=catalogue, enabled=enabled, request=request)
-        scripts = layout.python_jobs(work, unreadable)
-        others = [job for job in work if job.kind not in _SCRIPT_KINDS]
+        scripts = layout.python_jobs(work, unreadable, selected)
+        others = [j for j in work if j.kind not in _SCRIPT_KINDS and j.display in selected]
         progress.start(len(scripts) + len(others), "rewriting")
-        planned = layout.settle(scripts, task, workers, progress)
-        planned += workers.run(layout.with_contexts(others), task, progress)
-    outcomes = _with_runtime(planned, discovery, settings, catalogue, request, enabled)
+        memo = ("rewrite", request)
+        planned = layout.settle(scripts, task, workers, progress, memo)
+        planned = layout.hold(selected, scripts, planned, task, workers, memo)
+        planned = [outcome for outcome in planned if outcome.path in selected]
+        planned += workers.run(layout.with_contexts(others), task, progress, memo)
+    if cache is not None:
+        cache.save()
+    outcomes = [
+        worded_outcome(outcome, catalogue)
+        for outcome in _with_runtime(planned, selection, settings, catalogue, request, enabled)
+    ]
     errors = [*unreadable, *(e for outcome in outcomes for e in outcome.errors)]
     return RewriteReport(
-        files_scanned=len(discovery.files),
+        files_scanned=len(selection.named.files),
         outcomes=tuple(outcomes),
         errors=tuple(sorted(errors, key=lambda e: (e.path, e.line or 0))),
-        launches=layout.edges(),
+        launches=layout.edges(selected),
     )
+
+
+def _about(errors: list[FileError], selection: Selection) -> list[FileError]:
+    """The errors a run reports: its selected files', and its named folders' that could not
+    be listed (the rest of the project goes unreported, as it goes unchecked)."""
+    files = {source.display for source in selection.project.files}
+    chosen = selection.displays
+    return [error for error in errors if error.path in chosen or error.path not in files]
 
 
 def _with_runtime(
     planned: list[RewriteOutcome],
-    discovery: Discovery,
+    selection: Selection,
     settings: Settings,
     catalogue: Catalogue,
     request: RewriteRequest,
@@ -155,13 +200,13 @@ def _with_runtime(
     scripts import (or XM409 naming what to edit), or with the runtime copied beside them."""
     from xlamigrate.project import dependencies
 
-    sources = {source.display: source.path for source in discovery.files}
+    sources = {source.display: source.path for source in selection.project.files}
     if request.runtime == "vendor":
         added = dependencies.vendor_runtime(planned, sources)
     else:
         report = dependencies.RUNTIME_NOT_DECLARED in enabled
         planned, added = dependencies.declare_runtime(
-            planned, sources, settings.root, catalogue, report
+            planned, sources, settings.root, catalogue, report, selection.covers
         )
     return sorted([*planned, *added], key=lambda outcome: outcome.path)
 
@@ -176,6 +221,7 @@ class _Layout:
     contexts: dict[str, FileContext]
     project: Project = field(default_factory=Project)
     pins: Pins | None = None  # the oldest torch-xla each Python file runs on
+    failed: dict[str, str] = field(default_factory=dict)  # scripts without their recipe: why
 
     @classmethod
     def of(
@@ -189,24 +235,30 @@ class _Layout:
         kept: dict[str, bytes] | None = None,
         enabled: frozenset[str] | None = None,  # None: every rule
     ) -> _Layout:
-        launchers = [job for job in work if kinds.analyses_launches(job.kind)]
-        analyse = partial(_analyse_job, catalogue=catalogue)
-        analysed = [a for a in workers.run(launchers, analyse) if a is not None]
-        if not any(launches_with_flag(a.analysis) for a in analysed):
-            return cls(analysed, None, {})
         recipe_rules = {catalogue.flags[flag].write_rule for flag in RECIPE_FLAGS}
         if enabled is not None and not enabled & recipe_rules:
-            return cls(analysed, None, {})  # the precision migration is not asked for
+            return cls([], None, {})  # the precision migration is not asked for
+        launchers = [job for job in work if kinds.analyses_launches(job.kind)]
+        analyse = partial(_analyse_job, catalogue=catalogue)
+        analysed = [a for a in workers.run(launchers, analyse, memo="analyse") if a is not None]
+        if not any(launches_with_flag(a.analysis) for a in analysed):
+            return cls(analysed, None, {})
         files = {f.display: f.path for f in discovery.files}
         python = {f.display: f.path for f in discovery.files if f.kind == "python"}
         builder = ProjectBuilder(
-            resolver=ScriptResolver(settings.root, python),
+            resolver=ScriptResolver(
+                settings.root,
+                python,
+                dockerfiles=[f.display for f in discovery.files if f.kind == "dockerfile"],
+            ),
             read=partial(_read_display, files, kept or {}),
             others=[f.display for f in discovery.files],
             signal=settings.signal or request.signal,
             signal_configured=settings.signal is not None,
             target=request.target or settings.target,
         )
+        if workers.cache is not None:
+            builder.remembered = partial(_remembered, workers.cache, files)
         layout = cls(analysed, builder, {})
         layout.decide({})
         return layout
@@ -240,12 +292,13 @@ class _Layout:
         task: Callable[[_Job], RewriteOutcome],
         workers: _Workers,
         progress: Progress = SILENT,
+        memo: object = None,
     ) -> list[RewriteOutcome]:
         """Plans the scripts; while some launched script cannot take its recipe whole, decides
         again without it (its launchers' writes stay) and replans the scripts that changed.
         Each round only takes recipes away, so it ends."""
-        failed: dict[str, str] = {}
-        planned = workers.run(self.with_contexts(scripts), task, progress)
+        failed = self.failed
+        planned = workers.run(self.with_contexts(scripts), task, progress, memo)
         while True:
             newly = {o.path: why for o in planned if (why := self._unapplied(o)) is not None}
             newly = {path: why for path, why in newly.items() if path not in failed}
@@ -255,11 +308,52 @@ class _Layout:
             before = self.contexts
             self.decide(failed)
             changed = [j for j in scripts if self.contexts.get(j.display) != before.get(j.display)]
-            redone = {o.path: o for o in workers.run(self.with_contexts(changed), task)}
+            replanned = workers.run(self.with_contexts(changed), task, memo=memo)
+            redone = {o.path: o for o in replanned}
             planned = [redone.get(o.path, o) for o in planned]
 
-    def edges(self) -> tuple[LaunchEdge, ...]:
-        """Every enabling write the project decided on, with the scripts it reaches."""
+    def hold(
+        self,
+        selected: frozenset[str],
+        scripts: list[_Job],
+        planned: list[RewriteOutcome],
+        task: Callable[[_Job], RewriteOutcome],
+        workers: _Workers,
+        memo: object = None,
+    ) -> list[RewriteOutcome]:
+        """Takes the recipes away from the units of the project the selection splits (their
+        launchers' writes stay), replans the selected files that changed, and says in what
+        they leave for later which command migrates their unit whole."""
+        if self.builder is None:
+            return planned
+        held: dict[str, str] = {}  # a file of a split unit -> the command that migrates it
+        for unit in split_units(units(self.project, self.builder.imports_of), selected):
+            held.update(dict.fromkeys(unit, together(unit)))
+        if not held:
+            return planned
+        self.failed.update(
+            {
+                script: f"not every file it migrates with is named: `{held[script]}` migrates"
+                " them together, or `--project` the whole project"
+                for script in self.project.scripts
+                if script in held
+            }
+        )
+        before = self.contexts
+        self.decide(self.failed)
+        changed = [
+            job
+            for job in scripts
+            if job.display in selected and self.contexts.get(job.display) != before.get(job.display)
+        ]
+        redone = {o.path: o for o in workers.run(self.with_contexts(changed), task, memo=memo)}
+        return [
+            _pointed(redone[o.path], o, held[o.path]) if o.path in redone else o for o in planned
+        ]
+
+    def edges(self, selected: frozenset[str] | None = None) -> tuple[LaunchEdge, ...]:
+        """Every enabling write the project decided on, with the scripts it reaches (with
+        `selected`: the selected launchers' writes, and those that reach selected scripts)."""
         if self.builder is None:
             return ()
         edges = []
@@ -274,13 +368,15 @@ class _Layout:
                         launcher.path,
                         write.line,
                         write.variable,
-                        write.launched,
+                        tuple(as_written(script) for script in write.launched),
                         decision.scripts,
                         decision.migrated,
                         decision.signal,
                         decision.reason,
                     )
                 )
+        if selected is not None:
+            edges = [e for e in edges if e.launcher in selected or set(e.scripts) & selected]
         return tuple(sorted(edges, key=lambda edge: (edge.launcher, edge.line)))
 
     def _unapplied(self, outcome: RewriteOutcome) -> str | None:
@@ -294,22 +390,38 @@ class _Layout:
             return f"{first.code}{where}: {first.message}"
         return None
 
-    def script_jobs(self, unreadable: list[FileError]) -> list[_Job]:
-        """The launched scripts alone (what a scan needs planned to know its launchers' fate)."""
-        return self.python_jobs([], unreadable)
+    def script_jobs(self, work: list[_Job]) -> list[_Job]:
+        """The launched scripts alone (what a scan needs planned to know its launchers' fate),
+        with the bytes the run read of those among `work`."""
+        return self.python_jobs(work, [], selected=frozenset())
 
-    def python_jobs(self, work: list[_Job], unreadable: list[FileError]) -> list[_Job]:
-        """The flagged Python files and notebooks, and the launched scripts (read here)."""
-        jobs = [job for job in work if job.kind in _SCRIPT_KINDS]
+    def python_jobs(
+        self,
+        work: list[_Job],
+        unreadable: list[FileError],
+        selected: frozenset[str] | None = None,  # None: every file
+    ) -> list[_Job]:
+        """The flagged Python files and notebooks selected, and the launched scripts (read
+        here): one not selected is planned too, to learn whether it takes its recipe."""
+
+        def chosen(path: str) -> bool:
+            return selected is None or path in selected
+
+        launched = self.project.scripts
+        jobs = [
+            job
+            for job in work
+            if job.kind in _SCRIPT_KINDS and (chosen(job.display) or job.display in launched)
+        ]
         known = {job.display for job in work}
-        for path in sorted(self.project.scripts):
+        for path in sorted(launched):
             if path in known:
                 continue
             read = _read(SourceFile(Path(path), path, "python"))
-            if isinstance(read, FileError):
-                unreadable.append(read)
-            else:
+            if not isinstance(read, FileError):
                 jobs.append(_Job(path, read, "python"))
+            elif chosen(path):
+                unreadable.append(read)
         return jobs
 
     def with_contexts(self, jobs: list[_Job], mode: str | None = None) -> list[_Job]:
@@ -349,6 +461,15 @@ def _read_display(files: dict[str, Path], kept: dict[str, bytes], display: str) 
     return None if isinstance(read, FileError) else read
 
 
+def _remembered(
+    cache: RunCache, files: dict[str, Path], question: str, display: str, answer: Callable[[], _T]
+) -> _T:
+    """A file's answer to one of the project's questions (which names it holds, what it
+    imports), remembered in the cache for the file's bytes: an unchanged file is not read."""
+    path = files.get(display)
+    return answer() if path is None else cast("_T", cache.piece(question, path, answer))
+
+
 def _analyse_job(job: _Job, catalogue: Catalogue) -> Analysed | None:
     try:
         with _collector_paused():
@@ -374,10 +495,13 @@ class _Read:
 
 
 def _flagged_files(
-    discovery: Discovery, catalogue: Catalogue, enabled: frozenset[str] = frozenset()
+    discovery: Discovery,
+    catalogue: Catalogue,
+    enabled: frozenset[str] = frozenset(),
+    cache: RunCache | None = None,
 ) -> _Read:
     """The files that mention a flag or a torch-xla API of the table (read once), and those
-    that could not be read."""
+    that could not be read. A file the cache knows unchanged and unflagged is not read."""
     prefilter = Prefilter(catalogue, enabled)
     work: list[_Job] = []
     unreadable = [
@@ -387,6 +511,8 @@ def _flagged_files(
     kept: dict[str, bytes] = {}
     budget = _KEPT_BYTES
     for source in discovery.files:
+        if cache is not None and cache.known_unflagged(source.path, source.kind):
+            continue
         read = _read(source)
         if isinstance(read, FileError):
             unreadable.append(read)
@@ -394,7 +520,8 @@ def _flagged_files(
         if len(read) <= budget:
             kept[source.display] = read
             budget -= len(read)
-        if prefilter.may_have_findings(source.kind, read):
+        decide = partial(prefilter.may_have_findings, source.kind, read)
+        if cache.flagged(source.path, source.kind, read, decide) if cache else decide():
             work.append(_Job(source.display, read, source.kind))
     return _Read(work, unreadable, kept)
 
@@ -414,8 +541,11 @@ class _Workers:
     kept for the phases after it (a pool costs 50-90 ms to start). What the run's file kinds
     need for both tasks is imported before forking, so every worker inherits it."""
 
-    def __init__(self, jobs: int | None, work: Sequence[_Job]) -> None:
+    def __init__(
+        self, jobs: int | None, work: Sequence[_Job], cache: RunCache | None = None
+    ) -> None:
         self.jobs = jobs
+        self.cache = cache
         self.kinds = sorted({job.kind for job in work})
         self._pool: ProcessPoolExecutor | None = None
 
@@ -432,9 +562,31 @@ class _Workers:
         work: list[_Job],
         task: Callable[[_Job], _Result],
         progress: Progress = SILENT,
+        memo: object = None,
     ) -> list[_Result]:
         """`task` of every job: in this process, or in the pool when there is enough to
-        parse. `progress` hears of each job done."""
+        parse. `progress` hears of each job done. With `memo` (what the task is, beyond the
+        job: its name, its request), results are looked up in the cache and kept there."""
+        if memo is None or self.cache is None:
+            return self._computed(work, task, progress)
+        cache = self.cache
+        keys = [cache.key(memo, job.display, job.kind, job.data, job.context) for job in work]
+        found = [MISS if key is None else cache.get(key) for key in keys]
+        progress.advance(sum(value is not MISS for value in found))
+        missing = [job for job, value in zip(work, found, strict=True) if value is MISS]
+        computed = iter(self._computed(missing, task, progress))
+        results: list[_Result] = []
+        for key, value in zip(keys, found, strict=True):
+            if value is MISS:
+                value = next(computed)
+                if key is not None and not _crashed(value):
+                    cache.put(key, value)
+            results.append(cast("_Result", value))
+        return results
+
+    def _computed(
+        self, work: list[_Job], task: Callable[[_Job], _Result], progress: Progress
+    ) -> list[_Result]:
         workers = min(self.jobs or os.cpu_count() or 1, len(work))
         if workers <= 1 or sum(len(job.data) for job in work) < _POOL_MIN_BYTES:
             return [_advanced(task(job), progress) for job in work]
@@ -445,6 +597,9 @@ class _Workers:
     def _started(self) -> ProcessPoolExecutor:
         """The pool (its processes start as work needs them, up to `jobs`)."""
         if self._pool is None:
+            import multiprocessing  # (a run whose files are few never starts a pool)
+            from concurrent.futures import ProcessPoolExecutor
+
             context = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
             if context.get_start_method() == "fork":
                 for kind in self.kinds:
@@ -457,6 +612,12 @@ class _Workers:
                 initargs=(os.getpid(),),
             )
         return self._pool
+
+
+def _crashed(result: object) -> bool:
+    """Whether the task crashed on the file (a result not worth keeping: it may not again)."""
+    errors = getattr(result, "errors", ())
+    return any(error.message.startswith("internal error") for error in errors)
 
 
 def _advanced(result: _Result, progress: Progress) -> _Result:
@@ -554,6 +715,19 @@ def _rewrite_job(
         )
     except Exception as crash:
         return RewriteOutcome(job.display, job.data, None, errors=(_crash(job, crash),))
+
+
+def _pointed(outcome: RewriteOutcome, whole: RewriteOutcome, command: str) -> RewriteOutcome:
+    """A selected file's outcome without its unit's migration: what the plan of the whole unit
+    (`whole`) fixed and this one leaves says which command migrates the unit."""
+    fixed = {(f.code, f.cell, f.span) for f in whole.fixed}
+    remaining = tuple(
+        replace(f, message=f"{f.message} (its recipe migrates with files not named: `{command}`)")
+        if (f.code, f.cell, f.span) in fixed and command not in f.message
+        else f
+        for f in outcome.remaining
+    )
+    return replace(outcome, remaining=remaining)
 
 
 def _crash(job: _Job, crash: Exception) -> FileError:

@@ -3,12 +3,23 @@ fixed. Python, shell, Dockerfile, YAML and notebooks all describe their accesses
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import replace
 from typing import Protocol, TypeVar
 
-from xlamigrate.catalogue import Catalogue
+from xlamigrate.catalogue import Catalogue, Rule
 from xlamigrate.flagvalue import FlagValue
-from xlamigrate.model import APPLICABILITIES, Access, Applicability, Finding, Fix, Span, Target
+from xlamigrate.model import (
+    APPLICABILITIES,
+    Access,
+    Applicability,
+    Finding,
+    Fix,
+    RewriteOutcome,
+    ScanReport,
+    Span,
+    Target,
+)
 
 READ_RULE = "XM201"
 DELETE_RULE = "XM202"
@@ -184,9 +195,64 @@ def _context_applicability(access: AccessLike, read_variables: set[str]) -> Appl
 
 
 def with_note(message: str, note: str, instead: bool = False) -> str:
-    """A rule's message with a note after its subject (the part before the first ': '), or
-    `instead` of what the rule says after it."""
-    subject, sep, rest = message.partition(": ")
-    if instead or not sep:
+    """A rule's message with a note after its subject (the part before the first ': ' outside
+    parentheses and quotes: `read (a presence check: "0" counts as set): ...`), or `instead`
+    of what the rule says after it."""
+    end = _subject_end(message)
+    subject, rest = message[:end], message[end:]
+    if instead or not rest:
         return f"{subject}; {note}"
-    return f"{subject}; {note}{sep}{rest}"
+    return f"{subject}; {note}{rest}"
+
+
+def _subject_end(message: str) -> int:
+    """Where the first ': ' outside brackets, quotes and backticks stands (the end if none)."""
+    depth, quote = 0, ""
+    for index, char in enumerate(message):
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in '"`':
+            quote = char
+        elif char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth = max(depth - 1, 0)
+        elif depth == 0 and message.startswith(": ", index):
+            return index
+    return len(message)
+
+
+def worded(finding: Finding, rule: Rule | None) -> Finding:
+    """`finding` with its message in the parts the text output shows. A message is composed
+    as the rule's template says, `prefix{subject}: rule text`, and a subject as
+    `head[; detail]` (with_note adds to the detail): the head is the short first line, the
+    detail what this place needs (the help), the rule's text why (the note). A note that
+    took the place of the rule's text (`with_note(instead=True)`) is help, not a note."""
+    message = finding.message
+    prefix, _, suffix = rule.message.partition("{subject}") if rule else ("", "", "")
+    composed = message.startswith(prefix) and message.endswith(suffix)
+    if composed and len(message) >= len(prefix) + len(suffix):
+        subject = message[len(prefix) : len(message) - len(suffix)]
+        note = suffix.removeprefix(":").strip() or None
+    else:
+        subject, note = message, None
+    head, _, detail = subject.partition("; ")
+    title = prefix + head if composed else head
+    return replace(finding, title=title, help=detail or None, note=note)
+
+
+def worded_all(findings: Iterable[Finding], catalogue: Catalogue) -> tuple[Finding, ...]:
+    """Each finding in parts (see `worded`), its rule's template taken from `catalogue`."""
+    return tuple(worded(finding, catalogue.rules.get(finding.code)) for finding in findings)
+
+
+def worded_report(report: ScanReport, catalogue: Catalogue) -> ScanReport:
+    return replace(report, findings=worded_all(report.findings, catalogue))
+
+
+def worded_outcome(outcome: RewriteOutcome, catalogue: Catalogue) -> RewriteOutcome:
+    return replace(
+        outcome,
+        fixed=worded_all(outcome.fixed, catalogue),
+        remaining=worded_all(outcome.remaining, catalogue),
+    )

@@ -48,6 +48,11 @@ class Finding:
     fix: Fix | None = None
     cell: int | None = None  # notebooks: the code cell (0-based); lines count within it
     file_line: int | None = None  # notebooks: the line of the .ipynb file (GitHub, SARIF)
+    # `message` in parts, as the text output shows them (findings.worded fills them from the
+    # rule's template): the short first line, what to do or what the rewrite does, and why.
+    title: str | None = field(default=None, compare=False)
+    help: str | None = field(default=None, compare=False)
+    note: str | None = field(default=None, compare=False)
 
     @property
     def sort_key(self) -> tuple[str, int, int, int, str]:
@@ -63,6 +68,7 @@ class FileError:
     line: int | None
     message: str
     code: str = "XM901"
+    column: int | None = None  # where the parser stopped, where it says (1-based)
 
 
 @dataclass(frozen=True)

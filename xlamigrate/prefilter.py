@@ -12,9 +12,11 @@ from xlamigrate import kinds
 from xlamigrate.apitable import api_table
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.frameworktable import FrameworkTable, framework_table
+from xlamigrate.kinds.unreadtable import UNREAD_KINDS
 from xlamigrate.xlavariables import variable_names
 
 _API_KINDS = frozenset({"python", "notebook"})  # where torch-xla APIs are called
+_UNREAD = frozenset(kind.name for kind in UNREAD_KINDS)
 _XM104 = "XM104"  # a framework's option that sets a legacy flag (rules/frameworks.toml)
 
 
@@ -33,8 +35,8 @@ class Prefilter:
     def may_have_findings(self, kind: str, data: bytes) -> bool:
         if self.flags.search(data):
             return True
-        if self.variables is not None and self.variables.search(data):
-            return True
+        if self.variables is not None and kind not in _UNREAD and self.variables.search(data):
+            return True  # (a file xlamigrate does not read reports legacy flags alone)
         trigger = self.triggers.get(kind)
         if trigger is not None and trigger.search(data) is not None:
             return True

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Protocol
 
+from xlamigrate.kinds.unreadtable import UNREAD_KINDS
+
 if TYPE_CHECKING:
     from xlamigrate.catalogue import Catalogue
     from xlamigrate.kinds.textaccess import TextAnalysis
@@ -47,7 +49,7 @@ KINDS: tuple[KindSpec, ...] = (
     KindSpec(
         "shell",
         "xlamigrate.kinds.shell",
-        ("*.sh", "*.bash", "*.sbatch", "*.slurm"),
+        ("*.sh", "*.bash", "*.sbatch", "*.slurm", ".envrc"),  # .envrc: direnv's, a bash file
         shebangs=("sh", "bash", "zsh", "dash", "ksh"),
         identify="shell",
     ),
@@ -67,6 +69,23 @@ KINDS: tuple[KindSpec, ...] = (
         rb"|bf16sr",
     ),
     KindSpec("dotenv", "xlamigrate.kinds.dotenv", (".env", ".env.*", "*.env"), identify="dotenv"),
+    KindSpec("ini", "xlamigrate.kinds.ini", ("*.ini", "*.cfg"), identify="ini"),
+    *(
+        KindSpec(
+            kind.name,
+            "xlamigrate.kinds.unread",
+            kind.patterns,
+            not_patterns=kind.not_patterns,
+            identify=kind.identify,
+        )
+        for kind in UNREAD_KINDS
+    ),
+    KindSpec(
+        "makefile",
+        "xlamigrate.kinds.makefile",
+        ("Makefile", "makefile", "GNUmakefile", "*.mk", "*.make"),
+        identify="makefile",
+    ),
 )  # fmt: skip
 
 KIND_NAMES: tuple[str, ...] = tuple(spec.name for spec in KINDS)

@@ -8,6 +8,7 @@ use it; the programs and their options are data (`rules/launchers.toml`).
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 import sys
 from collections.abc import Sequence
@@ -31,6 +32,12 @@ _SCRIPT_SUFFIXES: dict[str, Language] = {".py": "python", ".sh": "shell", ".bash
 # `$(dirname "$0")/train.py`, of `$SCRIPT_DIR/train.py` where SCRIPT_DIR holds that folder):
 # such a path names a file below the launcher's folder, whatever the working directory.
 OWN_FOLDER = "<launcher folder>"
+# Where a launch's path starts where the launcher's kind knows its working directory: a CI
+# step's checkout (`<repository root>/train.py`, its working-directory applied), or the image a
+# container runs (`<image>/app/train.py`; `<image>train.py`: relative to the image's WORKDIR).
+REPOSITORY_ROOT = "<repository root>"
+IMAGE = "<image>"
+_ANCHORS = (OWN_FOLDER, REPOSITORY_ROOT, IMAGE)
 # How a launch that runs a function of a Python file is written (a Ray Train worker loop, a
 # Metaflow step): `train.py::train_func`. Its process starts in that function, not at the
 # file's top: the recipe goes there.
@@ -47,6 +54,38 @@ def described(written: str, script: str) -> str:
     process starts in (`train_func` in train.py)."""
     function = split_function(written)[1]
     return f"`{function}` in {script}" if function else script
+
+
+def in_checkout(folder: str | None, script: str) -> str:
+    """A script a CI step runs from `folder` of the checkout (None: its root); an absolute
+    path is left as written (a path of the runner, not of the project)."""
+    if script.startswith(("/", "<")):
+        return script
+    return posixpath.join(REPOSITORY_ROOT, folder or "", script)
+
+
+def in_image(script: str, workdir: str | None = None) -> str:
+    """A script a container runs, from `workdir` (None: the image's WORKDIR) where relative."""
+    if script.startswith("<"):
+        return script
+    if workdir and not script.startswith("/"):
+        script = posixpath.join(workdir, script)
+    return IMAGE + script
+
+
+def anchored(written: str) -> tuple[str | None, str]:
+    """(anchor, path) of a launch's script as the project writes it (anchor None: as the
+    launcher wrote it, from its own working directory)."""
+    for anchor in _ANCHORS:
+        if written.startswith(anchor):
+            return anchor, written[len(anchor) :].removeprefix("/" if anchor != IMAGE else "")
+    return None, written
+
+
+def as_written(written: str) -> str:
+    """The script's path as its launcher wrote it (for messages)."""
+    anchor, path = anchored(written)
+    return path if anchor in (REPOSITORY_ROOT, IMAGE) else written
 
 
 def split_function(written: str) -> tuple[str, str | None]:

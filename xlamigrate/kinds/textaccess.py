@@ -62,7 +62,9 @@ class TextAccess:
     # removing each alone would leave it empty and invalid.
     container: TextEdit | None = None
     syntax: str = ""  # how this construct spells an assignment (passed to the kind's render)
-    launched: tuple[str, ...] = ()  # Python scripts the same command runs (as written)
+    # Python scripts the same command runs, as written; where the kind knows the working
+    # directory, anchored to it (`<image>train.py`: kinds/launch.py; as_written for messages)
+    launched: tuple[str, ...] = ()
     target: Target = "process"
     via: str | None = None
     note: str = ""  # said after the finding's subject ("accelerate sets the flag for you")

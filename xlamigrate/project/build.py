@@ -8,10 +8,13 @@ import posixpath
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, cast
 
+from xlamigrate.kinds.launch import anchored, split_function
 from xlamigrate.kinds.textaccess import TextAnalysis
 from xlamigrate.project.decide import Inputs, decide
-from xlamigrate.project.imports import imported_modules
+from xlamigrate.project.imports import Reference, imported_modules, references_in
 from xlamigrate.project.launchers import launcher_of, sets_rounding
 from xlamigrate.project.mentions import Words
 from xlamigrate.project.model import Launcher, Project, ScriptRecipe
@@ -39,6 +42,9 @@ class ProjectBuilder:
     signal: str
     signal_configured: bool = False
     target: str | None = None
+    # A file's answer to a question about its bytes (the question, its path, how to answer:
+    # plain values), remembered for the bytes where a cache knows them (engine.py).
+    remembered: Callable[[str, str, Callable[[], Any]], Any] = field(default=lambda q, p, a: a())
     _counted: dict[tuple[bytes, ...], dict[str, dict[str, int]]] = field(default_factory=dict)
     _imported: dict[str, list[str]] = field(default_factory=dict)  # a script -> its modules
     # the launchers of the analyses last asked about (asked again for each decision, edges)
@@ -50,9 +56,7 @@ class ProjectBuilder:
         scripts whose recipes disagree on being gated gets none)."""
         importers: dict[str, list[ScriptRecipe]] = {}
         for script, recipe in project.scripts.items():
-            if script not in self._imported:  # (asked again each time the project is decided)
-                self._imported[script] = imported_modules(script, self.read, self.resolver.files)
-            for module in self._imported[script]:
+            for module in self.imports_of(script):  # (asked again each time it is decided)
                 if module not in project.scripts:
                     importers.setdefault(module, []).append(recipe)
         merged = {}
@@ -60,6 +64,20 @@ class ProjectBuilder:
             if len({recipe.signal for recipe in recipes}) == 1:
                 merged[module] = _merged(recipes)
         return merged
+
+    def imports_of(self, script: str) -> list[str]:
+        """The in-tree modules a script imports, directly or not (read once)."""
+        if script not in self._imported:
+            self._imported[script] = imported_modules(
+                script, self.read, self.resolver.files, self._references
+            )
+        return self._imported[script]
+
+    def _references(self, path: str) -> tuple[Reference, ...]:
+        return cast(
+            "tuple[Reference, ...]",
+            self.remembered("imports", path, lambda: references_in(self.read(path))),
+        )
 
     def launchers(self, analysed: Sequence[Analysed]) -> list[Launcher]:
         key = tuple(analysed)
@@ -85,6 +103,7 @@ class ProjectBuilder:
         kinds = {launcher.path: launcher.kind for launcher in launchers}
         inputs = Inputs(
             resolve=self.resolver,
+            unresolved=self.resolver.unresolved,
             named_elsewhere=lambda script, paths: _named_elsewhere(script, paths, counts, kinds),
             signal=signal,
             rounding_writes={a.path: sets_rounding(a.analysis) for a in analysed},
@@ -110,10 +129,8 @@ class ProjectBuilder:
     def _counts(self, launchers: Sequence[Launcher]) -> dict[str, dict[str, int]]:
         """Per discovered file: how often it names each launched script's file name (and the
         signal's name, under the key "")."""
-        names = {
-            posixpath.basename(site.script) for launcher in launchers for site in launcher.sites
-        }
-        names |= {posixpath.basename(s) for x in launchers for w in x.writes for s in w.launched}
+        names = {_file_name(site.script) for launcher in launchers for site in launcher.sites}
+        names |= {_file_name(s) for x in launchers for w in x.writes for s in w.launched}
         names.discard("")
         words = sorted(names | {self.signal}, key=len, reverse=True)
         key_words = tuple(word.encode() for word in words)
@@ -122,19 +139,27 @@ class ProjectBuilder:
             return cached
         alternatives = "|".join(re.escape(w) for w in words)
         pattern = re.compile(rf"(?<![\w.-])(?:{alternatives})(?![\w])".encode())
-        counts: dict[str, dict[str, int]] = {}
         named = Words(key_words)  # (a substring test first: the regex is ten times slower)
-        for path in self.others:
+        # (the words sorted alike in every process: equally long ones are in a set's order)
+        question = "\0".join(["mentions", self.signal, *sorted(words)])
+
+        def count(path: str) -> tuple[tuple[str, int], ...]:
             data = self.read(path)
             if data is None or not named.any_in(data):
-                continue
+                return ()
+            found: dict[str, int] = {}
             for match in pattern.finditer(data):
-                if _copied(data, match.start()):
-                    continue
-                word = match.group().decode()
-                key = "" if word == self.signal else word
-                per_file = counts.setdefault(path, {})
-                per_file[key] = per_file.get(key, 0) + 1
+                if not _copied(data, match.start()):
+                    word = match.group().decode()
+                    key = "" if word == self.signal else word
+                    found[key] = found.get(key, 0) + 1
+            return tuple(found.items())
+
+        counts: dict[str, dict[str, int]] = {}
+        for path in self.others:
+            found = self.remembered(question, path, partial(count, path))
+            if found:
+                counts[path] = dict(found)
         self._counted[key_words] = counts
         return counts
 
@@ -150,6 +175,12 @@ class ProjectBuilder:
         if any(ours in (self.read(path) or b"") for path in users):
             return self.signal
         return _FALLBACK_SIGNAL
+
+
+def _file_name(written: str) -> str:
+    """The file name a launch's script goes by in other files: `train.py` for `<image>train.py`,
+    `<repository root>/src/train.py` or `train.py::train_func` alike."""
+    return posixpath.basename(split_function(anchored(written)[1])[0])
 
 
 def _copied(data: bytes, at: int) -> bool:

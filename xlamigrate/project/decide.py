@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from xlamigrate.kinds.launch import described, split_function
+from xlamigrate.kinds.launch import as_written, described, split_function
 from xlamigrate.kinds.textaccess import LaunchSite, exclusive, runs_with
 from xlamigrate.project.model import (
     Configuration,
@@ -51,6 +51,8 @@ class Inputs:
     signal: str
     rounding_writes: Mapping[str, bool]  # launcher -> it sets stochastic rounding on
     default_platform: str = "neuron"
+    # (launcher, script as written) -> why it names no file of the project ("": nothing known)
+    unresolved: Callable[[str, str], str] = lambda launcher, written: ""
 
 
 def decide(
@@ -88,8 +90,9 @@ def _reach(
     for written in write.launched:
         script = inputs.resolve(launcher.path, written)
         if script is None:
-            reason = f"it reaches {written}, which is not a Python file of this project"
-            return WriteDecision(False, reason=reason), ()
+            reason = f"it reaches {as_written(written)}, which is not a Python file of this project"
+            why = inputs.unresolved(launcher.path, written)
+            return WriteDecision(False, reason=f"{reason} ({why})" if why else reason), ()
         if script in failed:
             where = described(written, script)
             reason = f"it reaches {where}, where the recipe could not be applied ({failed[script]})"

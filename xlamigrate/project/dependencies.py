@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
@@ -64,9 +64,11 @@ def declare_runtime(
     root: Path,
     catalogue: Catalogue,
     report: bool,
+    editable: Callable[[Path], bool] = lambda path: True,
 ) -> tuple[list[RewriteOutcome], list[RewriteOutcome]]:
     """(the outcomes, with XM409 on scripts whose runtime could not be declared when `report`;
-    the dependency files rewritten to declare it), each dependency file edited once."""
+    the dependency files rewritten to declare it), each dependency file edited once, and only
+    where `editable` (a rewrite edits the files it was given alone)."""
     root = root.resolve()
     edits: dict[Path, RewriteOutcome] = {}
     result = []
@@ -80,6 +82,9 @@ def declare_runtime(
         if problem is not None:  # the files as the user named the script: from the same place
             files = ", ".join(_display(named, script, outcome.path) for named in declaration.named)
             problem = problem.replace("{files}", files)
+        if declaration.path is not None and problem is None and not editable(declaration.path):
+            display = _display(declaration.path, script, outcome.path)
+            problem = f"{display}, which declares the dependencies, is not among the files named"
         if declaration.path is not None and declaration.path not in edits and problem is None:
             display = _display(declaration.path, script, outcome.path)
             edit = _declared(declaration.path, display)

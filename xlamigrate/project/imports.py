@@ -12,25 +12,27 @@ import posixpath
 from collections import deque
 from collections.abc import Callable, Collection, Iterator
 
+# An import statement of a file, in its order: `import a.b` is (-1, "a.b", ()), `from ..a
+# import b, c` (2, "a", ("b", "c")); plain values, so a cache keeps them for the file's bytes.
+Reference = tuple[int, str, tuple[str, ...]]
+
 
 def imported_modules(
-    script: str, read: Callable[[str], bytes | None], python: Collection[str]
+    script: str,
+    read: Callable[[str], bytes | None],
+    python: Collection[str],
+    references: Callable[[str], tuple[Reference, ...]] | None = None,
 ) -> list[str]:
-    """The display paths of the project's Python files `script` imports, directly or not."""
+    """The display paths of the project's Python files `script` imports, directly or not
+    (`references`: a file's import statements, where they are known without reading it)."""
     root = posixpath.dirname(script)
     found: list[str] = []
     seen = {script}
     pending = [script]
     while pending:
         current = pending.pop()
-        data = read(current)
-        if data is None:
-            continue
-        try:
-            tree = ast.parse(data)
-        except (SyntaxError, ValueError):
-            continue
-        for module in _imports(tree, root, current, python):
+        held = references(current) if references is not None else references_in(read(current))
+        for module in _imports(held, root, current, python):
             if module not in seen:
                 seen.add(module)
                 found.append(module)
@@ -38,22 +40,41 @@ def imported_modules(
     return found
 
 
-def _imports(tree: ast.Module, root: str, current: str, python: Collection[str]) -> Iterator[str]:
+def references_in(data: bytes | None) -> tuple[Reference, ...]:
+    """The import statements of a Python file's bytes (none where it does not parse)."""
+    if data is None:
+        return ()
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError):
+        return ()
+    held: list[Reference] = []
     for node in _statements(tree):
         if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield from _candidates(root, alias.name.split("."), python)
+            held.extend((-1, alias.name, ()) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = posixpath.dirname(current)
-                for _ in range(node.level - 1):
-                    base = posixpath.dirname(base)
-            else:
-                base = root
-            parts = node.module.split(".") if node.module else []
-            yield from _candidates(base, parts, python)
-            for alias in node.names:  # `from package import module`
-                yield from _candidates(base, [*parts, alias.name], python, packages=False)
+            names = tuple(alias.name for alias in node.names)
+            held.append((node.level, node.module or "", names))
+    return tuple(held)
+
+
+def _imports(
+    held: tuple[Reference, ...], root: str, current: str, python: Collection[str]
+) -> Iterator[str]:
+    for level, module, names in held:
+        if level < 0:
+            yield from _candidates(root, module.split("."), python)
+            continue
+        if level:
+            base = posixpath.dirname(current)
+            for _ in range(level - 1):
+                base = posixpath.dirname(base)
+        else:
+            base = root
+        parts = module.split(".") if module else []
+        yield from _candidates(base, parts, python)
+        for name in names:  # `from package import module`
+            yield from _candidates(base, [*parts, name], python, packages=False)
 
 
 def _candidates(

@@ -61,7 +61,8 @@ def launcher_of(path: str, kind: str, text: str, analysis: TextAnalysis) -> Laun
             for write in writes
             for script in write.launched
         )
-    return Launcher(path, writes, sites, kind, platform_of(text))
+    platform = platform_of(text) if writes else None  # (a file without one is no launcher)
+    return Launcher(path, writes, sites, kind, platform)
 
 
 def launches_with_flag(analysis: TextAnalysis) -> bool:

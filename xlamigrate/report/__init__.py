@@ -8,7 +8,7 @@ from importlib import import_module
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.model import ScanReport
 
-FORMATS = ("text", "json", "sarif", "github", "gitlab")
+FORMATS = ("text", "concise", "json", "sarif", "github", "gitlab")
 
 Renderer = Callable[[ScanReport, Catalogue], str]
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from xlamigrate import __version__
 from xlamigrate.catalogue import Catalogue
-from xlamigrate.model import Finding, LaunchEdge, ScanReport
+from xlamigrate.model import FileError, Finding, LaunchEdge, ScanReport
 
 
 def render(report: ScanReport, catalogue: Catalogue) -> str:
@@ -15,10 +15,7 @@ def render(report: ScanReport, catalogue: Catalogue) -> str:
         "version": __version__,
         "files_scanned": report.files_scanned,
         "findings": [finding_json(finding) for finding in report.findings],
-        "errors": [
-            {"path": error.path, "line": error.line, "message": error.message}
-            for error in report.errors
-        ],
+        "errors": [error_json(error) for error in report.errors],
         "launches": [launch_json(edge) for edge in report.launches],
     }
     return json.dumps(document, indent=2) + "\n"
@@ -52,6 +49,9 @@ def finding_json(finding: Finding) -> dict[str, Any]:
         "end_column": span.end_column,
         "severity": finding.severity,
         "message": finding.message,
+        "title": finding.title or finding.message,
+        "help": finding.help,
+        "note": finding.note,
         "variable": finding.variable,
         "access": finding.access,
         "value": finding.value,
@@ -62,3 +62,14 @@ def finding_json(finding: Finding) -> dict[str, Any]:
         document["cell"] = finding.cell
         document["file_line"] = finding.file_line
     return document
+
+
+def error_json(error: FileError) -> dict[str, Any]:
+    """A file that could not be checked; `column` where the parser says where it stopped."""
+    return {
+        "path": error.path,
+        "line": error.line,
+        "column": error.column,
+        "code": error.code,
+        "message": error.message,
+    }

@@ -9,7 +9,7 @@ from typing import Any
 from xlamigrate import __version__
 from xlamigrate.kinds.launch import described, split_function
 from xlamigrate.model import RewriteOutcome, RewriteReport
-from xlamigrate.report.json_format import finding_json, launch_json
+from xlamigrate.report.json_format import error_json, finding_json, launch_json
 from xlamigrate.report.text_format import error_line, finding_line
 
 
@@ -29,10 +29,7 @@ def render_json(
         "applied": applied,  # false with --diff/--check: nothing was written
         "files_scanned": report.files_scanned,
         "files": files,
-        "errors": [
-            {"path": error.path, "line": error.line, "message": error.message}
-            for error in report.errors
-        ],
+        "errors": [error_json(error) for error in report.errors],
         "launches": [launch_json(edge) for edge in report.launches],
     }
     return json.dumps(document, indent=2) + "\n"

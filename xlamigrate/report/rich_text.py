@@ -6,27 +6,46 @@ from rich.console import Console
 from rich.text import Text
 
 from xlamigrate.model import ScanReport, Severity
-from xlamigrate.report.text_format import location
+from xlamigrate.report.text_format import (
+    FIXABLE,
+    INDENT,
+    explanation,
+    finding_location,
+    is_fixable,
+    location,
+)
 
 _STYLES: dict[Severity, str] = {"error": "bold red", "warning": "bold yellow", "info": "bold blue"}
+_LABELS = {"help": "bold cyan", "note": "bold"}
 
 
 def print_report(report: ScanReport, console: Console | None = None) -> None:
+    """As the plain text: each line of a finding is one line (the terminal wraps it for the
+    eye; a copy of it is still one line)."""
     console = console or Console(highlight=False)
-    for finding in report.findings:
+    spaced = any(explanation(finding) for finding in report.findings)
+    for index, finding in enumerate(report.findings):
+        if spaced and index:
+            console.print()
         line = Text()
-        path = finding.path if finding.cell is None else f"{finding.path}:cell-{finding.cell}"
-        line.append(location(path, finding.span.line, finding.span.column), style="bold")
+        line.append(finding_location(finding), style="bold")
         line.append(": ")
         line.append(finding.code, style=_STYLES[finding.severity])
-        line.append(f" {finding.message}")
-        if finding.fix:
-            line.append(f" [fix: {finding.fix.applicability}]", style="dim")
-        console.print(line, soft_wrap=True)  # one line per finding: the terminal wraps it
-    for error in report.errors:
+        if is_fixable(finding):
+            line.append(f" {FIXABLE}", style="cyan")
+        line.append(f" {finding.title or finding.message}")
+        console.print(line, soft_wrap=True)
+        for label, text in explanation(finding):
+            extra = Text(INDENT)
+            extra.append(f"{label}:", style=_LABELS[label])
+            extra.append(f" {text}")
+            console.print(extra, soft_wrap=True)
+    for index, error in enumerate(report.errors):
+        if spaced and (index or report.findings):
+            console.print()
         line = Text()
-        line.append(location(error.path, error.line, None), style="bold")
+        line.append(location(error.path, error.line, error.column), style="bold")
         line.append(": ")
         line.append(error.code, style=_STYLES["error"])
         line.append(f" {error.message}")
-        console.print(line, soft_wrap=True)  # one line per finding: the terminal wraps it
+        console.print(line, soft_wrap=True)

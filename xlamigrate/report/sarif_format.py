@@ -95,6 +95,8 @@ def _finding_result(finding: Finding, index: dict[str, int]) -> dict[str, Any]:
 
 def _error_result(error: FileError, rule: Rule, index: dict[str, int]) -> dict[str, Any]:
     region = {"startLine": error.line or 1}
+    if error.line and error.column:
+        region["startColumn"] = error.column
     return {
         "ruleId": error.code,
         "ruleIndex": index[error.code],

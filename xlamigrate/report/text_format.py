@@ -1,50 +1,62 @@
-"""Human-readable lines, `path:line:col: CODE message`, as ruff and flake8 print them."""
+"""Human-readable text as ruff prints it: each finding's short first line,
+`path:line:col: CODE [*] message`, then what to do (`help:`) and why (`note:`); the one-line
+form (`concise`) for tools that read `path:line:col: CODE message` lines."""
 
 from __future__ import annotations
 
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.model import FileError, Finding, ScanReport
 
+FIXABLE = "[*]"  # ruff's mark of a finding its fix command fixes (a safe fix)
+INDENT = "  "
+
 
 def render(report: ScanReport, catalogue: Catalogue) -> str:
-    return "".join(line + "\n" for line in lines(report))
+    blocks = ["\n".join(finding_block(finding)) for finding in report.findings]
+    blocks += [error_line(error) for error in report.errors]
+    return "".join(block + "\n" for block in _spaced(blocks))
 
 
-def lines(report: ScanReport) -> list[str]:
-    return [finding_line(f) for f in report.findings] + [error_line(e) for e in report.errors]
+def finding_block(finding: Finding) -> list[str]:
+    """The short first line, then its `help:` and `note:` lines (indented)."""
+    mark = f" {FIXABLE}" if is_fixable(finding) else ""
+    first = f"{finding_location(finding)}: {finding.code}{mark} {finding.title or finding.message}"
+    return [first, *(f"{INDENT}{label}: {text}" for label, text in explanation(finding))]
+
+
+def explanation(finding: Finding) -> list[tuple[str, str]]:
+    """(label, text) of the lines under a finding's first line."""
+    parts = (("help", finding.help), ("note", finding.note))
+    return [(label, text) for label, text in parts if text]
+
+
+def is_fixable(finding: Finding) -> bool:
+    """Whether `rewrite` fixes it without `--unsafe-fixes`."""
+    return finding.fix is not None and finding.fix.applicability == "safe"
 
 
 def finding_line(finding: Finding) -> str:
+    """The whole finding on one line (`--output-format concise`, rewrite's own listing)."""
     fix = f" [fix: {finding.fix.applicability}]" if finding.fix else ""
-    path = finding.path if finding.cell is None else f"{finding.path}:cell-{finding.cell}"
-    where = location(path, finding.span.line, finding.span.column)
-    return f"{where}: {finding.code} {finding.message}{fix}"
+    return f"{finding_location(finding)}: {finding.code} {finding.message}{fix}"
 
 
 def error_line(error: FileError) -> str:
-    return f"{location(error.path, error.line, None)}: {error.code} {error.message}"
+    return f"{location(error.path, error.line, error.column)}: {error.code} {error.message}"
+
+
+def finding_location(finding: Finding) -> str:
+    path = finding.path if finding.cell is None else f"{finding.path}:cell-{finding.cell}"
+    return location(path, finding.span.line, finding.span.column)
 
 
 def location(path: str, line: int | None, column: int | None) -> str:
-    parts = [path] + [str(part) for part in (line, column) if part is not None]
+    parts = [path] + [str(part) for part in (line, column if line else None) if part is not None]
     return ":".join(parts)
 
 
-def summary(report: ScanReport) -> str:
-    """One line for stderr."""
-    files = _plural(report.files_scanned, "file")
-    if not report.has_problems:
-        return f"No legacy precision flags or outdated torch-xla APIs found ({files} scanned)."
-    parts = []
-    if report.findings:
-        affected = len({f.path for f in report.findings})
-        parts.append(
-            f"Found {_plural(len(report.findings), 'finding')} in {_plural(affected, 'file')}"
-        )
-    if report.errors:
-        parts.append(f"{_plural(len(report.errors), 'file')} could not be checked")
-    return "; ".join(parts) + f" ({files} scanned)."
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
+def _spaced(blocks: list[str]) -> list[str]:
+    """A blank line between findings, where any of them has more than its first line."""
+    if not any("\n" in block for block in blocks):
+        return blocks
+    return [block + ("\n" if index < len(blocks) - 1 else "") for index, block in enumerate(blocks)]

@@ -4,9 +4,9 @@ shell launcher (`export NAME=value`, then `exec` the argv) for the launch shims 
 
 The manifest is read by the same modules the scan uses (the YAML sites, the Dockerfile stages),
 so verify runs what the migration reads. Paths inside the image (`/workspace/train.py`) are
-mapped to the one project file whose path ends the same way, as the project's script resolver
-does; a value the cluster fills in (`valueFrom`, `envFrom`) is not known here and is left out,
-with a note.
+mapped to the one project file whose path ends the same way (a manifest verify is asked to
+run, not a migration's decision); a value the cluster fills in (`valueFrom`, `envFrom`) is not
+known here and is left out, with a note.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from pathlib import Path
 
 from xlamigrate.discover import classify
 from xlamigrate.kinds.yaml.nodes import Node, fields, is_list, is_string, text
-from xlamigrate.project.resolve import one_ending_with
 
 MANIFEST_KINDS = frozenset({"yaml", "dockerfile"})
 # Words in a command that name a file of the project: a script, however it is prefixed.
@@ -133,7 +132,7 @@ class _PathMap:
             relative = f"{self.workdir.rstrip('/')}/{relative}"
         if not relative.startswith("/") and (self.root / relative).is_file():
             return relative
-        return one_ending_with(self.files, relative.lstrip("/"))
+        return _one_ending_with(self.files, relative.lstrip("/"))
 
     def working_folder(self, argv: Sequence[str]) -> Path:
         """The project folder that stands for the image's working directory: the one holding the
@@ -355,3 +354,18 @@ def _shell_value(raw: str, escape: str) -> str:
     if value is not None:
         return shlex.quote(value)
     return raw if escape == "\\" else shlex.quote(raw)
+
+
+def _one_ending_with(files: Sequence[str], tail: str) -> str | None:
+    """The one file whose path ends with `tail` (a container path `/app/src/train.py`, trimmed
+    folder by folder from the left), or None when none or several do. (Verify runs a manifest
+    it is asked to run; the migration's own resolver maps image paths through the Dockerfile.)"""
+    parts = tail.split("/")
+    for start in range(len(parts)):
+        suffix = "/".join(parts[start:])
+        matches = [f for f in files if f == suffix or f.endswith("/" + suffix)]
+        if len(matches) == 1:
+            return matches[0]
+        if matches:
+            return None
+    return None

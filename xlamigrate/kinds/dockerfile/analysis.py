@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from xlamigrate.flagvalue import FlagValue
 from xlamigrate.kinds.dockerfile.commands import COMMANDS, command_analysis
 from xlamigrate.kinds.dockerfile.execform import exec_words
-from xlamigrate.kinds.dockerfile.image import image_scripts
+from xlamigrate.kinds.dockerfile.image import image_scripts, workdirs
 from xlamigrate.kinds.dockerfile.parse import (
     KEYWORDS,
     Instruction,
@@ -23,6 +23,7 @@ from xlamigrate.kinds.dockerfile.parse import (
     item_removals,
     parse,
 )
+from xlamigrate.kinds.launch import in_image
 from xlamigrate.kinds.shell.auto_cast import auto_cast_none_edits
 from xlamigrate.kinds.textaccess import TextAccess, TextAnalysis, TextEdit, TextMention
 from xlamigrate.neuronflags import NEURON_CC_FLAGS
@@ -51,6 +52,7 @@ def analyse(text: str, names: frozenset[str]) -> TextAnalysis:
     problems: list[tuple[int | None, str]] = list(parsed.problems)
     shells = _shells(parsed.instructions)
     launched_by: list[tuple[str, ...]] | None = None
+    run_in: list[str | None] | None = None
     for index, instruction in enumerate(parsed.instructions):
         if not instruction.mentions(text, names):
             continue
@@ -61,7 +63,12 @@ def analyse(text: str, names: frozenset[str]) -> TextAnalysis:
         note = _ONBUILD_NOTE * instruction.onbuild
         if keyword in COMMANDS:
             found = command_analysis(instruction, names, note, shells[index])
-            accesses.extend(found.accesses)
+            if keyword == "RUN":
+                if run_in is None:
+                    run_in = workdirs(parsed.instructions)
+                accesses.extend(_in_image(found.accesses, run_in[index] or "$WORKDIR"))
+            else:
+                accesses.extend(_in_image(found.accesses))
             mentions.extend(found.mentions)
             problems.extend(found.problems)
             continue
@@ -74,7 +81,7 @@ def analyse(text: str, names: frozenset[str]) -> TextAnalysis:
             if launched_by is None:
                 launched_by = image_scripts(parsed.instructions)
             written = [replace(a, launched=launched_by[index]) for a in written]
-        accesses.extend(written)
+        accesses.extend(_in_image(written))
         accesses.extend(_reads(instruction, names, parsed.escape))
     accesses.sort(key=lambda access: (access.start, access.end))
     return TextAnalysis(
@@ -82,6 +89,15 @@ def analyse(text: str, names: frozenset[str]) -> TextAnalysis:
         tuple(sorted(problems, key=lambda p: p[0] or 0)),
         tuple(sorted(mentions, key=lambda m: m.start)),
     )
+
+
+def _in_image(accesses: Sequence[TextAccess], workdir: str | None = None) -> list[TextAccess]:
+    """The accesses, the scripts they reach as paths of the image (relative ones from `workdir`,
+    a RUN's; None: the image's WORKDIR, where its command runs)."""
+    return [
+        replace(a, launched=tuple(in_image(s, workdir) for s in a.launched)) if a.launched else a
+        for a in accesses
+    ]
 
 
 def render(syntax: str, name: str, value: str, append: bool = False) -> str:

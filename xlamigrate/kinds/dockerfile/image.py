@@ -4,6 +4,7 @@ the launch model from ENTRYPOINT and CMD as Docker combines them."""
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -89,6 +90,32 @@ def image_scripts(instructions: Sequence[Instruction]) -> list[tuple[str, ...]]:
         for stage in range(count)
     ]
     return [per_stage[stage] if stage >= 0 else () for stage in stages.stage_of]
+
+
+def workdirs(instructions: Sequence[Instruction]) -> list[str | None]:
+    """Per instruction, the working directory a RUN there runs in (its stage's WORKDIR so far,
+    its bases' first; None where a variable sets it)."""
+    stages = Stages.of(instructions)
+    current: list[str | None] = []
+    out: list[str | None] = []
+    for index, instruction in enumerate(instructions):
+        stage = stages.stage_of[index]
+        if instruction.keyword == "FROM" and not instruction.onbuild:
+            base = stages.bases[stage]
+            current.append(current[base] if base is not None else "/")
+        elif instruction.keyword == "WORKDIR" and not instruction.onbuild and stage >= 0:
+            current[stage] = moved(current[stage], instruction.args.text.strip())
+        out.append(current[stage] if stage >= 0 else None)
+    return out
+
+
+def moved(workdir: str | None, written: str) -> str | None:
+    """The WORKDIR after `WORKDIR written` from `workdir` (None: not known, or a variable)."""
+    if "$" in written or not written:
+        return None
+    if written.startswith("/"):
+        return posixpath.normpath(written)
+    return None if workdir is None else posixpath.normpath(posixpath.join(workdir, written))
 
 
 def image_argv(

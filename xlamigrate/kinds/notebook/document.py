@@ -14,9 +14,12 @@ Notebook = dict[str, Any]
 def load(path: str, data: bytes) -> Notebook | FileError:
     try:
         notebook = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        line = getattr(error, "lineno", None)
-        return FileError(path, line, f"could not read the notebook: {error}")
+    except json.JSONDecodeError as error:  # the parser's words, without its "line 3 column 5"
+        return FileError(
+            path, error.lineno, f"could not read the notebook: {error.msg}", column=error.colno
+        )
+    except UnicodeDecodeError as error:
+        return FileError(path, None, f"could not read the notebook: {error}")
     if not isinstance(notebook, dict) or not isinstance(notebook.get("cells"), list):
         return FileError(path, None, "could not read the notebook: no list of cells")
     for index, cell in enumerate(notebook["cells"]):

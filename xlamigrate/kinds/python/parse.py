@@ -28,12 +28,20 @@ def _failure(path: str, data: bytes, error: Exception) -> FileError:
     try:
         compile(data, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as python_error:
-        # an encoding error has line 0: lines are 1-based, so that is "no line"
-        return FileError(path, python_error.lineno or None, f"could not parse: {python_error.msg}")
+        return syntax_error(path, python_error)
     except (ValueError, RecursionError, MemoryError):
         pass
     line = getattr(error, "raw_line", None)
     if isinstance(error, UnicodeDecodeError):
         line = data.count(b"\n", 0, error.start) + 1
+    column = getattr(error, "editor_column", None) if line else None
     message = getattr(error, "message", None) or str(error).splitlines()[0]
-    return FileError(path, line, f"could not parse: {message}")
+    return FileError(path, line, f"could not parse: {message}", column=column)
+
+
+def syntax_error(path: str, error: SyntaxError) -> FileError:
+    """Python's parser's words, line and column (an encoding error has line 0: lines are
+    1-based, so that is "no line")."""
+    line = error.lineno or None
+    column = error.offset if line and error.offset and error.offset > 0 else None
+    return FileError(path, line, f"could not parse: {error.msg}", column=column)

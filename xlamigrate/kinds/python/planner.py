@@ -804,9 +804,11 @@ class Planner:
                     targets.append((statement, model, False))
             if wrap_optimizer and targets and not sites:  # cast, yet no master weights: say so
                 subject = f"the optimizer of `{script.code(targets[0][1])}`"
+                subject += self._unrecognised_optimizers()
                 self.remaining.append(self._manual("XM406", self._span(targets[0][0]), subject))
         if not targets:
             subject = self._trained_by_framework("the model to cast") or "the model to cast"
+            subject += self._unrecognised_optimizers()
             self.remaining.append(self._manual("XM401", self._first_span(), subject))
             return
 
@@ -927,6 +929,34 @@ class Planner:
             return
         self.plan.imports.add(("torch", None))
         self.plan.swapped[call] = inserted
+
+    def _unrecognised_optimizers(self) -> str:
+        """A note naming the calls that take a model's parameters yet are of no optimizer
+        class xlamigrate knows (imported from elsewhere), the likely cause of not finding one;
+        empty where there is none."""
+        calls = self.script.unrecognised_optimizers()
+        if not calls:
+            return ""
+        spelled = ", ".join(f"`{self.script.code(call)}`" for call in calls)
+        return (
+            f"; {spelled} takes the model's parameters, but xlamigrate does not know"
+            f" `{self.script.code(calls[0].func)}` as an optimizer (a subclass of"
+            " `torch.optim.Optimizer` is known where this file defines it)"
+        )
+
+    def _no_forward_found(self, backward: Line, loss: str, models: Sequence[str]) -> str:
+        """Why no forward pass was found before `<loss>.backward()`, for its finding."""
+        script = self.script
+        block = script.block_of(backward)
+        body = block.body[: block.body.index(backward)] if block is not None else []
+        if not any(loss in script.assigned_names(statement) for statement in body):
+            return f"`{loss}` is not computed in the block of its backward (another function?)"
+        if not models:
+            return "no model found to look for" + (
+                self._unrecognised_optimizers() or ", as no optimizer is built from its parameters"
+            )
+        named = ", ".join(f"`{model}`" for model in dict.fromkeys(models))
+        return f"no statement before it computes `{loss}` from a call of {named}"
 
     def _trained_by_framework(self, what: str) -> str | None:
         """`what`, trained by a framework that owns the training step and where that framework
@@ -1091,11 +1121,9 @@ class Planner:
             candidates = models + script.model_parameter_names(backward)
             region = script.forward_region(backward, loss, candidates)
             if region is None:
-                self.remaining.append(
-                    self._manual(
-                        "XM402", self._span(backward), f"the forward pass before {loss}.backward()"
-                    )
-                )
+                cause = self._no_forward_found(backward, loss, candidates)
+                subject = f"the forward pass before `{script.code(backward.body[0])}`; {cause}"
+                self.remaining.append(self._manual("XM402", self._span(backward), subject))
                 continue
             self._autocast_around(region.statements, f"before {loss}.backward()")
         copies = [

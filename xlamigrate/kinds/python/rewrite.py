@@ -269,25 +269,27 @@ def kept_for_recipe(
     catalogue: Catalogue,
     context: FileContext,
     accesses: tuple[EnvAccess, ...],
-) -> Pairs:
+) -> tuple[Pairs, list[Finding]]:
     """What a scan says of the file's own enabling writes: manual, as the rewrite (in
-    `context.mode`) leaves them, where their recipe cannot go in whole. `accesses`: the
-    scan's analysis of the file, the recipe's own variables included (RECIPE_VARIABLES)."""
+    `context.mode`) leaves them, where their recipe cannot go in whole; with what kept the
+    recipe out (XM401...), which their messages refer to, as the rewrite lists it. `accesses`:
+    the scan's analysis of the file, the recipe's own variables included (RECIPE_VARIABLES)."""
     request = RewriteRequest(context.mode, signal=context.signal)
     planner = Planner(path, script, catalogue, request, context, accesses)
     planner.make_plan(pairs)
     if planner.blocked_in_file():
-        return kept_enabling(pairs, planner)
+        return kept_enabling(pairs, planner), planner.problems()
     # its reads, as the rewrite resolves them against the file's own configurations; a write
     # that came after the device started, as the rewrite reports it (XM411)
     worded = {(f.span, f.code): f for f in (*planner.fixed, *planner.remaining)}
     late = {f.span: f for f in planner.remaining if f.code == LATE_WRITE}
-    return [
+    kept = [
         (item, worded.get((f.span, f.code), f))
         if isinstance(item, EnvAccess) and item.kind == "read"
         else (item, late.get(f.span, f))
         for item, f in pairs
     ]
+    return kept, []
 
 
 def _first_line_not_reproduced(data: bytes, reproduced: bytes) -> int | None:

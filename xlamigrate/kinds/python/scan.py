@@ -70,7 +70,7 @@ def parsed_python(data: bytes) -> tuple[str, ast.Module] | None:
 def parse_failure(path: str, data: bytes) -> FileError:
     """Why a file does not parse, with its line: nested too deeply for the parsers, or
     Python's own words (parse.py)."""
-    from xlamigrate.kinds.python.parse import parse_python
+    from xlamigrate.kinds.python.parse import parse_python, syntax_error
     from xlamigrate.nesting import nesting_error
 
     too_deep = nesting_error(path, data)
@@ -82,7 +82,7 @@ def parse_failure(path: str, data: bytes) -> FileError:
     try:  # libcst reads it where Python's parser does not (newer syntax, say)
         compile(data, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as error:
-        return FileError(path, error.lineno or None, f"could not parse: {error.msg}")
+        return syntax_error(path, error)
     except (ValueError, RecursionError, MemoryError) as error:
         return FileError(path, None, f"could not parse: {error}")
     return FileError(path, None, "could not parse: the file does not parse as Python")
@@ -130,12 +130,15 @@ def _scan_on_ast(
         worded = {(f.span, f.code): f for o in outcomes for f in o.findings}
         pairs = [(item, worded.get((f.span, f.code), f)) for item, f in pairs]
     pairs = kept_for_children(pairs, context, analysis.children)
+    problems: list[Finding] = []
     if planned and any(removable_enabling(item, f) for item, f in pairs):
         from xlamigrate.kinds.python.rewrite import kept_for_recipe
 
         assert script is not None
-        pairs = kept_for_recipe(path, script, pairs, catalogue, context, analysis.accesses)
-    found = [finding for _, finding in pairs]
+        pairs, problems = kept_for_recipe(
+            path, script, pairs, catalogue, context, analysis.accesses
+        )
+    found = [finding for _, finding in pairs] + problems
     if analysis.commands:
         from xlamigrate.kinds.python.commands import command_findings
 
@@ -283,8 +286,9 @@ def reported(
     pairs = list(classified(path, analysis, span, catalogue))
     if scopes is not None and analysis.mentions:
         from xlamigrate.kinds.python.launchcalls import launched
+        from xlamigrate.kinds.python.mentionholders import held
 
-        pairs = launched(pairs, scopes)
+        pairs = launched(held(pairs, scopes, source), scopes)  # a launch API's words win
         if context.writes:  # (an XM301 the project decided on is the flag's write rule's)
             from xlamigrate.kinds.python.launchapis import decided
 

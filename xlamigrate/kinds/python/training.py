@@ -12,6 +12,7 @@ block is a suite."""
 from __future__ import annotations
 
 import ast
+import functools
 import io
 import re
 import tokenize
@@ -581,6 +582,11 @@ class TrainingScript:
         return None
 
     def _is_optimizer_class(self, func: ast.expr) -> bool:
+        return self._known_optimizer_class(func) or (
+            isinstance(func, ast.Name) and func.id in self._optimizer_subclasses
+        )
+
+    def _known_optimizer_class(self, func: ast.expr) -> bool:
         names = self.qualified_names(func)
         if any(_SCHEDULER_NAME.search(name) for name in (*names, self.code(func))):
             return False  # `LambdaLR(optimizer, ...)`, `get_scheduler(...)`: not an optimizer
@@ -596,6 +602,44 @@ class TrainingScript:
         return last in OPTIMIZER_NAMES or (
             last[:1].isupper() and _OPTIMIZER_CLASS_NAME.search(last) is not None
         )
+
+    @functools.cached_property
+    def _optimizer_subclasses(self) -> frozenset[str]:
+        """The classes this module defines whose bases are optimizers (torch.optim's, or one
+        defined here: `class TinyFactor(Optimizer)`): their calls build optimizers too."""
+        classes = [node for node in ast.walk(self.module) if isinstance(node, ast.ClassDef)]
+        found: set[str] = set()
+        while more := {
+            node.name
+            for node in classes
+            if node.name not in found
+            and any(
+                self._known_optimizer_class(base)
+                or (isinstance(base, ast.Name) and base.id in found)
+                for base in node.bases
+            )
+        }:
+            found |= more
+        return frozenset(found)
+
+    def unrecognised_optimizers(self) -> list[ast.Call]:
+        """Calls of a class xlamigrate does not know as an optimizer that take a model's
+        `.parameters()` as first argument (`Shampoo(model.parameters())`, imported from
+        elsewhere): what a finding names where no optimizer was found."""
+        return [
+            call
+            for call in self._calls
+            if (params := params_argument(call)) is not None
+            and _class_name(call.func) is not None
+            and not self._is_optimizer_class(call.func)
+            and optimizer_factory(self.qualified_names(call.func)) is None
+            and not any(_SCHEDULER_NAME.search(n) for n in self.qualified_names(call.func))
+            and any(
+                isinstance(c.func, ast.Attribute)
+                and c.func.attr in ("parameters", "named_parameters")
+                for c in collect_nodes(params, ast.Call)
+            )
+        ]
 
     def _model_feeding(self, params: ast.expr) -> ast.expr | None:
         """The module whose parameters an optimizer's params argument is built from."""
@@ -860,17 +904,34 @@ class TrainingScript:
         return [call for call in self._calls if _is_backward_call(call)]
 
     def backward_statements(self) -> list[tuple[Line, str]]:
-        """`loss.backward()` statements and the name of the tensor backpropagated."""
+        """`loss.backward()` statements and the name of the tensor backpropagated; also where
+        the backward is of an expression of one loss (`(loss * scale).backward()`,
+        `scaler.scale(loss).backward()`): the one name in it that its block assigns before."""
         found = []
         for call in self.backward_calls():
             func = call.func
             assert isinstance(func, ast.Attribute)
-            if not isinstance(func.value, ast.Name):
-                continue
             statement = self.statement_of(call)
-            if isinstance(statement, Line) and len(statement.body) == 1:
+            if not isinstance(statement, Line) or len(statement.body) != 1:
+                continue
+            if isinstance(func.value, ast.Name):
                 found.append((statement, func.value.id))
+                continue
+            loss = self._loss_in(func.value, statement)
+            if loss is not None:
+                found.append((statement, loss))
         return found
+
+    def _loss_in(self, expression: ast.expr, backward: Line) -> str | None:
+        """The one name of `expression` that a statement before `backward` in its block
+        assigns (None: none, or several)."""
+        block = self.block_of(backward)
+        if block is None:
+            return None
+        before = block.body[: block.body.index(backward)]
+        assigned = {name for statement in before for name in self.assigned_names(statement)}
+        losses = set(identifiers(expression)) & assigned
+        return losses.pop() if len(losses) == 1 else None
 
     def forward_region(
         self, backward: Line, loss: str, models: Sequence[str]
@@ -882,7 +943,7 @@ class TrainingScript:
         body = block.body
         end = next(i for i, s in enumerate(body) if s is backward)
         last_assignment = next(
-            (i for i in range(end - 1, -1, -1) if loss in self._assigned_names(body[i])), None
+            (i for i in range(end - 1, -1, -1) if loss in self.assigned_names(body[i])), None
         )
         if last_assignment is None:
             return None
@@ -891,7 +952,7 @@ class TrainingScript:
         for index in range(last_assignment - 1, -1, -1):
             if any(_is_backward_call(c) for c in self.nodes(body[index], ast.Call)):
                 break  # what comes before belongs to an earlier backward(): never wrapped
-            assigned = self._assigned_names(body[index])
+            assigned = self.assigned_names(body[index])
             if not assigned & needed:
                 continue
             needed = (needed - assigned) | self._read_names(body[index])
@@ -955,7 +1016,7 @@ class TrainingScript:
             return [*collect_nodes(root.key, kind), *collect_nodes(root.value, kind)]
         return collect_nodes(root, kind)
 
-    def _assigned_names(self, statement: Statement) -> set[str]:
+    def assigned_names(self, statement: Statement) -> set[str]:
         targets: list[ast.AST] = []
         for node in self.nodes(statement, ast.stmt):
             if isinstance(node, ast.Assign):
@@ -1055,6 +1116,12 @@ def call_arguments(call: ast.Call) -> list[ast.expr | ast.keyword]:
 
 def argument_values(call: ast.Call) -> list[ast.expr]:
     return [a.value if isinstance(a, ast.keyword) else a for a in call_arguments(call)]
+
+
+def _class_name(func: ast.expr) -> str | None:
+    """The capitalised name a call is of (`Shampoo`, `opt.Shampoo`): a class, by convention."""
+    last = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+    return last if isinstance(last, str) and last[:1].isupper() else None
 
 
 def params_argument(call: ast.Call) -> ast.expr | None:

@@ -12,13 +12,14 @@ skipped locally: edits next to it are refused, and only a script bash itself rej
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 from xlamigrate.flagvalue import FlagValue
 from xlamigrate.kinds.embedded import Embedded
-from xlamigrate.kinds.launch import Launch, launch
+from xlamigrate.kinds.launch import Launch, launch, program_named
 from xlamigrate.kinds.shell.commands import RECIPE_VARIABLES, Command, Place, Word, prefix_count
 from xlamigrate.kinds.shell.ownfolder import OwnFolder
 from xlamigrate.kinds.shell.syntax import Node, Parsed, bash_rejects, error_nodes, parse, walk
@@ -113,6 +114,23 @@ def launches(source: Embedded) -> tuple[Launch, ...]:
     analyser = _Analyser(source.host, frozenset(), every_script=True)
     analyser.script(_Script(source, 0))
     return analyser.result().launches
+
+
+def _remote_reader(redirect: Node) -> str | None:
+    """The program that reads a here-document as a command line to run on another machine
+    (`ssh HOST <<EOF`), if that is what reads it."""
+    statement = redirect.parent
+    command = statement
+    if statement is not None and statement.type == "redirected_statement":
+        command = statement.child_by_field_name("body")
+    if command is None or command.type != "command":
+        return None
+    name = command.child_by_field_name("name")
+    if name is None or name.text is None:
+        return None
+    program = os.path.basename(name.text.decode("utf-8", "replace"))
+    known = program_named(program)
+    return program if known is not None and known.role == "remote" else None
 
 
 @dataclass(frozen=True)
@@ -517,7 +535,9 @@ class ScriptReader:
             return
         start, end = self.parsed.start(body), self.parsed.end(body)
         source = self.source.inner(Embedded.slice(self.text, start, end))
-        self.analyser.new_script(source, _HEREDOC_NOTE, must_parse=False, branch=self.branch)
+        remote = _remote_reader(node)
+        note = _HEREDOC_NOTE if remote is None else _REMOTE_NOTE.format(program=remote)
+        self.analyser.new_script(source, note, must_parse=False, branch=self.branch)
 
     def expansions(self, node: Node) -> None:
         """Command and process substitutions inside a command's words: their commands."""

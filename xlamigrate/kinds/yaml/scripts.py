@@ -64,7 +64,7 @@ class Scripts:
             found.append(made.python_script)
         for script in site.scripts:
             found.extend(launch.python_script for launch in self._launches_of(script))
-        return tuple(dict.fromkeys(s for s in found if s is not None))
+        return tuple(dict.fromkeys(site.placed(s) for s in found if s is not None))
 
     def _launches_of(self, script: Script) -> tuple[Launch, ...]:
         from xlamigrate.kinds.shell.analysis import launches
@@ -92,9 +92,11 @@ class Scripts:
                 for launch in self._launches_of(other)
                 if launch.python_script is not None
             )
-            self._analyse(script, source, later)
+            self._analyse(site, script, source, later)
 
-    def _analyse(self, script: Script, source: ScriptText, later: tuple[str, ...]) -> None:
+    def _analyse(
+        self, site: Site, script: Script, source: ScriptText, later: tuple[str, ...]
+    ) -> None:
         from xlamigrate.kinds.shell.analysis import analyse_source
 
         found = analyse_source(
@@ -105,6 +107,8 @@ class Scripts:
             later=tuple(dict.fromkeys(later)),
         )
         for access in found.accesses:
+            placed = tuple(site.placed(s) for s in access.launched)
+            access = replace(access, launched=placed) if placed else access
             self.result.accesses.append(self._checked(script, source, access))
         self.result.mentions.extend(found.mentions)
         self.result.mentions.extend(self._expression_mentions(source))

@@ -9,11 +9,11 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-from xlamigrate.kinds.launch import Launch, launch, program_named
+from xlamigrate.kinds.launch import Launch, in_checkout, in_image, launch, program_named
 from xlamigrate.kinds.textaccess import TextEdit
-from xlamigrate.kinds.yaml.nodes import Node, fields, is_list, is_string, text
+from xlamigrate.kinds.yaml.nodes import Node, fields, is_list, is_null, is_string, text
 from xlamigrate.kinds.yaml.positions import Positions
 
 # Who reads the text before the shell does: compose interpolates `${VAR}` and Kubernetes expands
@@ -47,6 +47,18 @@ class Site:
     argv: tuple[Node, ...] = ()  # the words of an exec form (`command:` + `args:`)
     dialect: Dialect = "shell"
     scripts: tuple[Script, ...] = ()
+    # Where its processes start: a CI checkout, a container's image, or (None) not known here
+    # (the launcher's folder, then the project root, stand for it); `workdir` within it.
+    runs_in: Literal["checkout", "image"] | None = None
+    workdir: str | None = None
+
+    def placed(self, script: str) -> str:
+        """A script the site runs, as the project resolves it: from its working directory."""
+        if self.runs_in == "checkout":
+            return in_checkout(self.workdir, script)
+        if self.runs_in == "image":
+            return in_image(script, self.workdir)
+        return script
 
     def launch(self) -> Launch | None:
         """What the exec form runs, through the launch model."""
@@ -138,11 +150,16 @@ def _actions_step(
     if run is None or not is_string(run) or not _runs_a_posix_shell(root, job, step):
         return None
     script = Script(run, "shell", flow, may_be_empty=False, whole=_keep(run, positions))
-    return Site(step, scripts=(script,))
+    folder = fields(step).get("working-directory")
+    folder = (
+        folder or _run_default(job, "working-directory") or _run_default(root, "working-directory")
+    )
+    workdir = text(folder) if folder is not None and is_string(folder) else None
+    return Site(step, scripts=(script,), runs_in="checkout", workdir=workdir)
 
 
 def _runs_a_posix_shell(root: Node, job: Node, step: Node) -> bool:
-    shell = fields(step).get("shell") or _default_shell(job) or _default_shell(root)
+    shell = fields(step).get("shell") or _run_default(job, "shell") or _run_default(root, "shell")
     if shell is None:
         runs_on = fields(job).get("runs-on") if job.id == "mapping" else None
         return runs_on is None or not is_string(runs_on) or "windows" not in text(runs_on).lower()
@@ -151,12 +168,13 @@ def _runs_a_posix_shell(root: Node, job: Node, step: Node) -> bool:
     return program is not None and program.role == "shell"
 
 
-def _default_shell(mapping: Node) -> Node | None:
+def _run_default(mapping: Node, key: str) -> Node | None:
+    """A job's or workflow's `defaults: run: KEY:` (`shell`, `working-directory`)."""
     if mapping.id != "mapping":
         return None
     defaults = fields(mapping).get("defaults")
     run = fields(defaults).get("run") if defaults is not None and defaults.id == "mapping" else None
-    return fields(run).get("shell") if run is not None and run.id == "mapping" else None
+    return fields(run).get(key) if run is not None and run.id == "mapping" else None
 
 
 # GitLab CI ------------------------------------------------------------------------------------
@@ -199,9 +217,14 @@ def _items(sequence: Node, positions: Positions, flow: bool, session: int) -> li
 
 def _container(container: Node, dialect: Dialect, argo: bool, flow: bool) -> Site | None:
     """A Kubernetes (or Argo) container: `command` followed by `args` is the argv (`args`
-    alone: the image's entrypoint is not known, so they are read as the whole command)."""
+    alone: the image's entrypoint is not known, so they are read as the whole command). A null
+    `args` (what jsonnet writes for none) is no args: it does not hide the command."""
     found = fields(container)
-    parts = [part for part in (found.get("command"), found.get("args")) if part is not None]
+    parts = [
+        part
+        for part in (found.get("command"), found.get("args"))
+        if part is not None and not is_null(part)
+    ]
     if not parts or not all(is_list(part) for part in parts):
         return None
     return _exec_form(container, parts, dialect, argo, flow)
@@ -214,7 +237,8 @@ def _compose_service(service: Node, flow: bool) -> Site | None:
     found = fields(service)
     parts = [part for part in (found.get("entrypoint"), found.get("command")) if part is not None]
     if len(parts) == 1 and is_string(parts[0]):
-        return Site(service, dialect="compose", scripts=(Script(parts[0], "compose", flow),))
+        script = Script(parts[0], "compose", flow)
+        return Site(service, dialect="compose", scripts=(script,), **_in_container(service))
     if not parts or not all(is_list(part) for part in parts):
         return None
     return _exec_form(service, parts, "compose", False, flow)
@@ -240,7 +264,18 @@ def _exec_form(
     source = fields(owner).get("source")
     if source is not None and is_string(source) and _runs_a_shell_reading_stdin(made):
         scripts.append(Script(source, dialect, flow, templated=argo))
-    return Site(owner, site.argv, dialect, tuple(scripts))
+    return Site(owner, site.argv, dialect, tuple(scripts), **_in_container(owner, dialect))
+
+
+def _in_container(owner: Node, dialect: Dialect = "compose") -> dict[str, Any]:
+    """Where a Kubernetes container or compose service starts: its image, from `workingDir`
+    (`working_dir`) or the image's WORKDIR (a container outside those: not known)."""
+    if dialect == "shell":
+        return {}
+    key = "workingDir" if dialect == "kubernetes" else "working_dir"
+    folder = fields(owner).get(key)
+    workdir = text(folder) if folder is not None and is_string(folder) else None
+    return {"runs_in": "image", "workdir": workdir}
 
 
 def _runs_a_shell_reading_stdin(made: Launch) -> bool:

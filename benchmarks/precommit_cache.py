@@ -1,0 +1,165 @@
+"""What the cache (`.xlamigrate_cache/`) saves a pre-commit run: `xlamigrate scan <one changed
+file>` from a repository's root, in a subprocess, without the cache, cold (cache emptied) and warm
+after that one file changed, side by side; and the same for `scan .` (the whole tree, which is
+what a run analyses once the project's root is walked whatever paths are named). Measures and
+prints; asserts nothing about time. It does check that the JSON output is the same each way.
+Cold: no cache folder (`.xlamigrate_cache/` removed); warm: the cache of the run before, and
+one file changed since. With `ruff` on PATH, `ruff check` of the whole tree, cold (no
+.ruff_cache) and warm after the same change, is the anchor. The children run with Python's
+bytecode cache on (an installed package has its .pyc files), even where the environment sets
+PYTHONDONTWRITEBYTECODE: compiling xlamigrate's modules on every start is no cost a user pays.
+
+The repository is the Neuron tree of scan_neuron_tree.py (its 3,052 Python files, from local
+mirrors) or, without --mirrors/--source, a generated tree of --files Python modules (1% of them
+setting a flag, some started by a launcher). Built in a temporary folder (or --keep DIR), with a
+`git init` so that it is a repository as pre-commit sees it.
+
+    python benchmarks/precommit_cache.py --mirrors /work/.mirror [--repeat 3]
+    python benchmarks/precommit_cache.py [--files 3000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import scan_neuron_tree  # (sibling scripts, not a package)
+import scan_throughput
+
+CACHE = ".xlamigrate_cache"
+LAUNCHER = (
+    '#!/bin/bash\n# precision switch\nif [ "$1" = BF16 ]; then\n  export XLA_USE_BF16=1\nfi\n'
+)
+
+
+def build(arguments: argparse.Namespace, tree: Path) -> Path:
+    """The tree, and the file a commit changes: a Python file that names a flag."""
+    if arguments.mirrors is not None or arguments.source:
+        scan_neuron_tree.build_tree(scan_neuron_tree.sources(arguments), tree)
+    else:
+        tree.mkdir(parents=True, exist_ok=True)
+        scan_throughput.make_tree(tree, arguments.files, 0.01)
+        for index, module in enumerate(sorted(tree.glob("pkg00*/module_*.py"))[:5]):
+            (tree / f"run_{index}.sh").write_text(LAUNCHER + f"python {module.relative_to(tree)}\n")
+    subprocess.run(["git", "init", "-q", str(tree)], check=True)
+    flagged = subprocess.run(
+        ["grep", "-rlE", scan_neuron_tree.FLAG_PATTERN, "--include=*.py", "."],
+        cwd=tree, capture_output=True, text=True, check=False,
+    ).stdout.split()  # fmt: skip
+    return tree / sorted(flagged)[0]
+
+
+_ENVIRONMENT = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
+def timed(
+    command: list[str], cwd: Path, repeat: int, before: Callable[[], None]
+) -> tuple[float, float, str]:
+    """Median wall and CPU seconds (the child's user+sys), `before` run before each, and the
+    last run's standard output."""
+    walls, cpus = [], []
+    output = ""
+    for _ in range(repeat):
+        before()
+        start, times = time.perf_counter(), os.times()
+        result = subprocess.run(
+            command, cwd=cwd, capture_output=True, text=True, check=False, env=_ENVIRONMENT
+        )
+        walls.append(time.perf_counter() - start)
+        after = os.times()
+        cpus.append(
+            after.children_user
+            - times.children_user
+            + after.children_system
+            - times.children_system
+        )
+        if result.returncode not in (0, 1):
+            sys.exit(f"{' '.join(command)} failed:\n{result.stderr[-2000:]}")
+        output = result.stdout
+    return statistics.median(walls), statistics.median(cpus), output
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mirrors", type=Path, help="folder of <owner>+<name>/repo git dirs")
+    parser.add_argument("--source", action="append", help="NAME=PATH (git dir or folder)")
+    parser.add_argument("--files", type=int, default=3000, help="generated tree: Python files")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--keep", type=Path, help="build the tree here and keep it")
+    arguments = parser.parse_args()
+    holder = None
+    if arguments.keep is not None:
+        tree = arguments.keep.resolve()
+        shutil.rmtree(tree, ignore_errors=True)
+    else:
+        holder = tempfile.TemporaryDirectory(prefix="xlamigrate-precommit-")
+        tree = Path(holder.name)
+    try:
+        changed = build(arguments, tree)
+        where = changed.relative_to(tree)
+        print(f"tree: {scan_neuron_tree.describe(tree)}; the commit changes {where}")
+        measure(tree, changed, arguments.repeat)
+    finally:
+        if holder is not None:
+            holder.cleanup()
+
+
+def measure(tree: Path, changed: Path, repeat: int) -> None:
+    scan = [sys.executable, "-m", "xlamigrate", "scan", "--exit-zero", "--format", "json"]
+    touches = 0
+
+    def emptied() -> None:
+        shutil.rmtree(tree / CACHE, ignore_errors=True)
+
+    def one_file_changed() -> None:
+        nonlocal touches
+        touches += 1
+        with changed.open("a", encoding="utf-8") as stream:
+            stream.write(f"# edited {touches}\n")
+
+    warm_up = [*scan, "--no-cache", str(changed.relative_to(tree))]
+    timed(warm_up, tree, 1, lambda: None)  # (writes the .pyc files, reads the tree once)
+    startup = timed([sys.executable, "-m", "xlamigrate", "--version"], tree, repeat, lambda: None)
+    print(f"start-up (xlamigrate --version): {startup[0]:.3f} s wall, {startup[1]:.3f} s CPU")
+    columns = ("no cache", "cold cache", "warm, 1 changed")
+    print(f"{'command':<22} " + " ".join(f"{c:>16}" for c in columns) + f" {'warm/cold':>10}")
+    for label, target in (("scan <changed file>", str(changed.relative_to(tree))), ("scan .", ".")):
+        plain = timed([*scan, "--no-cache", target], tree, repeat, one_file_changed)
+        cold = timed([*scan, target], tree, repeat, lambda: (emptied(), one_file_changed()))
+        warm = timed([*scan, target], tree, repeat, one_file_changed)
+        same = timed([*scan, "--no-cache", target], tree, 1, lambda: None)[2] == warm[2]
+        cells = [f"{wall:6.2f}s/{cpu:5.2f}s" for wall, cpu, _ in (plain, cold, warm)]
+        print(
+            f"{label:<22} " + " ".join(f"{cell:>16}" for cell in cells),
+            f"{warm[0] / cold[0]:>9.3f}x  (wall; CPU {warm[1] / cold[1]:.3f}x; the same output"
+            f" without the cache: {'yes' if same else 'NO'})",
+        )
+    ruff = shutil.which("ruff")
+    if ruff is not None:
+        check = [ruff, "check", "--exit-zero", "--quiet", "--select", "E,F", "."]
+
+        def ruff_emptied() -> None:
+            shutil.rmtree(tree / ".ruff_cache", ignore_errors=True)
+
+        plain = timed([*check, "--no-cache"], tree, repeat, one_file_changed)
+        cold = timed(check, tree, repeat, lambda: (ruff_emptied(), one_file_changed()))
+        warm = timed(check, tree, repeat, one_file_changed)
+        cells = [f"{wall:6.2f}s/{cpu:5.2f}s" for wall, cpu, _ in (plain, cold, warm)]
+        print(
+            f"{'ruff check .':<22} " + " ".join(f"{cell:>16}" for cell in cells),
+            f"{warm[0] / cold[0]:>9.3f}x  (wall; CPU {warm[1] / cold[1]:.3f}x)",
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+"""What `xlamigrate rule` prints of a rule, generated from its data (rules/<code>.toml): its
+fix lines come from the same `[fixes]` table the tests hold the engine's findings to, so the
+text cannot promise a fix the engine does not give, nor deny one it does."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Sequence
+
+from xlamigrate.catalogue import Rule
+
+_WIDTH = 92
+
+
+def fix_summary(rule: Rule) -> str:
+    """Its applicabilities, safest first (`safe/unsafe/manual`), or `none`."""
+    return "/".join(rule.applicabilities) or "none"
+
+
+def rule_listing(rules: Sequence[Rule]) -> list[str]:
+    """One line per rule, its columns lined up for the longest name and fix summary."""
+    name_width = max(len(rule.name) for rule in rules)
+    fix_width = max(len(fix_summary(rule)) for rule in rules)
+    return [
+        f"{rule.code}  {rule.name:<{name_width}}  {rule.severity:<8} "
+        f"fix: {fix_summary(rule):<{fix_width}} {rule.summary}"
+        for rule in rules
+    ]
+
+
+def rule_text(rule: Rule) -> str:
+    """The whole explanation: summary, severity, where each fix applies, the rule's own text,
+    its references."""
+    parts = [f"{rule.code} ({rule.name}): {rule.summary}", f"Severity: {rule.severity}."]
+    parts.append("\n".join(_fix_lines(rule)))
+    parts.append(rule.explanation)
+    if rule.references:
+        parts.append("\n".join(["References:", *(f"  {link}" for link in rule.references)]))
+    return "\n\n".join(parts)
+
+
+def _fix_lines(rule: Rule) -> list[str]:
+    if not rule.fixes:
+        return ["Fix: none (reported, never fixed)."]
+    lines = [f"Fix: {fix_summary(rule)}."]
+    width = max(len(level) for level, _ in rule.fixes) + 1
+    for level, where in rule.fixes:
+        lines += textwrap.wrap(
+            where,
+            _WIDTH,
+            initial_indent=f"  {level + ':':<{width}} ",
+            subsequent_indent=" " * (width + 3),
+            break_on_hyphens=False,
+        )
+    return lines
