@@ -4,6 +4,7 @@ throwaway git repository holding a flagged script and launcher."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shutil
@@ -166,8 +167,15 @@ def pre_commit_on_staged(repo: Path, home: Path, hook: str) -> subprocess.Comple
 
 def findings_for(path: str, output: str) -> list[str]:
     """The findings of one file in the hook's output, each with its help and note lines."""
-    blocks = re.split(r"\n\s*\n", output)
-    return [block.strip() for block in blocks if block.startswith(f"{path}:")]
+    found = []
+    for block in re.split(r"\n\s*\n", output):
+        if not block.startswith(f"{path}:"):
+            continue
+        head, *rest = block.splitlines()
+        # (the closing summary follows the last finding with no blank line between)
+        details = itertools.takewhile(lambda line: line.startswith(" "), rest)
+        found.append("\n".join([head, *details]).strip())
+    return found
 
 
 def test_the_hook_on_a_changed_script_says_what_the_full_scan_says(
