@@ -58,8 +58,7 @@ def heaviest_imports(cwd: Path, count: int = 8) -> list[tuple[int, str]]:
 
 def hook_times(folder: Path, repeat: int) -> dict[str, float]:
     """The scan hook on one file through the real pre-commit, and the hook environment's own
-    CLI (its dependencies only: no pydantic for typer to load) on the clean and flagged file;
-    empty without git or pre-commit."""
+    CLI (its dependencies only) on the clean and flagged file; empty without git or pre-commit."""
     if shutil.which("git") is None:
         return {}
     try:

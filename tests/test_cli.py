@@ -3,6 +3,7 @@ suppression comments, parallel scanning and the `rule` command, each run in a re
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -14,12 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import typer
-from typer.core import TyperArgument
 
 import xlamigrate
+from tests.clirunner import Result, invoke
 from tests.conftest import ROOT
-from xlamigrate.cli import app
+from xlamigrate.cli import command_parser, commands
 
 WRITE_USE_BF16 = 'import os\nos.environ["XLA_USE_BF16"] = "1"\n'
 # One finding of each access kind: XM101 write (line 2), XM201 read (line 3), XM202 delete (line 4).
@@ -728,8 +728,8 @@ def test_help_names_values_plainly_describes_every_option_and_says_the_exit_code
 
 
 # Every registered command, by name, as the console script builds them.
-COMMANDS = typer.main.get_command(app).commands  # type: ignore[attr-defined]
-# A narrow terminal (click lays help out 50 wide at least), the default and a wide one.
+COMMANDS = commands()
+# A narrow terminal, the default and a wide one.
 HELP_WIDTHS = ["40", "80", "200"]
 PYTHON_TYPES = ("list[", "<list", "Path]", "<path", "<int", "<str", "<float", "<bool", "range>")
 
@@ -757,7 +757,7 @@ def listed_commands(text: str) -> dict[str, str]:
         if entry:
             name = entry[1]
             summaries[name] = entry[2] or ""
-        else:  # a continuation line (click wraps at spaces and after hyphens)
+        else:  # a continuation line (wrapped at spaces and after hyphens)
             joiner = "" if summaries[name].endswith("-") else " "
             summaries[name] = (summaries[name] + joiner + line.strip()).strip()
     return summaries
@@ -776,10 +776,10 @@ def test_no_help_shows_a_python_type(tmp_path: Path, command: str, columns: str)
     for placeholder in re.findall(r"<([^<>\s]*)>", text):
         assert "|" in placeholder, placeholder  # only an option's choices, as <text|json>
     section = text.split("\nArguments:\n", 1)[1].split("\n\n", 1)[0]
-    arguments = [p for p in COMMANDS[command].params if isinstance(p, TyperArgument)]
+    arguments = [a for a in command_parser(command)._actions if not a.option_strings]
     assert arguments, command  # every command takes one: the section is checked, not skipped
     for argument in arguments:
-        name = argument.display_name_raw + ("..." if argument.nargs != 1 else "")
+        name = str(argument.metavar) + ("..." if argument.nargs in ("*", "+") else "")
         assert re.search(rf"^  {re.escape(name)}(  |$)", section, re.MULTILINE), (name, text)
 
 
@@ -793,7 +793,7 @@ def test_an_argument_reads_as_its_usage_names_it_with_its_description(
         scan_help
     )
     verify_help = " ".join(help_output("verify", columns=columns, cwd=tmp_path).split())
-    assert "verify [OPTIONS] {SCRIPT} [ARGS]..." in verify_help
+    assert "verify [OPTIONS] SCRIPT [ARGS]..." in verify_help
     assert "Arguments: SCRIPT The training script," in verify_help
     assert " ARGS... After `--`: " in verify_help
     for option in ("--steps N ", "--rtol FRACTION ", "--legacy-env NAME=VALUE ", "--plot FILE "):
@@ -811,11 +811,11 @@ def test_top_level_help_lists_every_command_with_its_whole_summary(
         summary = summaries[name]
         assert not summary.endswith(("...", "\u2026")), (name, summary)
         assert summary[:1].isupper() and summary.endswith("."), (name, summary)
-        # (its own sentence, given whole, not the docstring's first line that typer cuts)
-        assert summary == command.short_help, (name, summary)
+        # (its own sentence, given whole, not the description's first line cut short)
+        assert summary == command.summary, (name, summary)
     assert summaries["verify"] == (
         "Compare how a script and its rewrites train on torch-xla's CPU."
-    )  # typer cut the docstring's first line to "... on torch-xla's CPU device..."
+    )  # (not the description's first line, cut at "... on torch-xla's CPU device...")
     assert summaries["rule"] == "Explain a rule, or list them all."
 
 
@@ -852,10 +852,121 @@ def test_a_value_an_option_does_not_take_is_named_with_the_nearest_it_does(
     assert "Traceback" not in result.stderr
 
 
-def test_no_suggestion_where_nothing_is_near_and_click_errors_keep_their_exit_code(
+def test_no_suggestion_where_nothing_is_near_and_other_usage_errors_exit_2(
     tmp_path: Path,
 ) -> None:
     far = run_cli("scan", "--format", "xyzzy", ".", cwd=tmp_path)
     assert far.returncode == 2 and "did you mean" not in far.stderr
     unknown = run_cli("scan", "--no-such-option", cwd=tmp_path)
     assert unknown.returncode == 2 and "No such option: --no-such-option" in unknown.stderr
+
+
+def test_an_unknown_command_is_named_with_the_nearest_one() -> None:
+    result = invoke("scna", ".")
+    assert result.exit_code == 2
+    assert "No such command 'scna'. Did you mean 'scan'?" in result.stderr
+    assert result.stderr.startswith("usage: xlamigrate [OPTIONS] COMMAND [ARGS]...\n")
+    assert "Try 'xlamigrate -h' for help." in result.stderr
+
+
+def test_no_arguments_print_the_help_on_stderr_and_exit_2() -> None:
+    result = invoke()
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert listed_commands(result.stderr).keys() == COMMANDS.keys()
+
+
+@pytest.mark.parametrize("flag", ["--version", "-V"])
+def test_both_version_flags_print_the_version_alone(flag: str) -> None:
+    assert invoke(flag) == Result(0, f"xlamigrate {xlamigrate.__version__}\n", "")
+    assert invoke(flag, "scan").stdout == f"xlamigrate {xlamigrate.__version__}\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("scan", "--jobs", "-1"), "argument -j/--jobs: -1 is less than the minimum, 0"),
+        (("scan", "-j", "two"), "argument -j/--jobs: 'two' is not a whole number"),
+        (("verify", "t.py", "--steps", "0"), "argument --steps: 0 is less than the minimum, 1"),
+        (("verify", "t.py", "--rtol", "-0.5"), "argument --rtol: -0.5 is less than the minimum"),
+        (("verify", "t.py", "--timeout", "0.5"), "argument --timeout: 0.5 is less than the min"),
+        (("verify", "t.py", "-j", "0"), "argument -j/--jobs: 0 is less than the minimum, 1"),
+        (("verify",), "the following arguments are required: SCRIPT"),
+        (("rule", "XM101", "XM201"), "Got unexpected extra argument(s) (XM201)"),
+        (("scan", "--jbos", "2"), "No such option: --jbos; did you mean --jobs?"),
+        (("--bogus", "scan"), "No such option: --bogus"),
+        (("scan", "--form", "json"), "No such option: --form; did you mean --format?"),
+    ],
+)
+def test_a_usage_error_exits_2_with_the_commands_usage_before_anything_runs(
+    args: tuple[str, ...], said: str
+) -> None:
+    result = invoke(*args)
+    assert result.exit_code == 2, result.output
+    assert said in result.stderr, result.stderr
+    command = args[0] if not args[0].startswith("-") else ""
+    usage = f"usage: xlamigrate {command} [OPTIONS]".replace("  ", " ")
+    assert result.stderr.startswith(usage), result.stderr
+    assert f"Try 'xlamigrate {command} -h' for help.".replace("  ", " ") in result.stderr
+    assert result.stdout == ""
+
+
+def test_options_go_anywhere_and_every_word_after_double_dash_is_an_argument() -> None:
+    verify = command_parser("verify")
+    parsed = verify.parse_command(["-m", "autocast", "t.py", "a", "--steps", "3", "b"])
+    assert (parsed.script, parsed.script_args, parsed.mode, parsed.steps) == (
+        "t.py",
+        ["a", "b"],
+        ["autocast"],
+        3,
+    )
+    parsed = verify.parse_command(["t.py", "--mode", "all", "--", "--lr", "3", "-m", "x"])
+    assert (parsed.script, parsed.script_args, parsed.mode) == (
+        "t.py",
+        ["--lr", "3", "-m", "x"],
+        ["all"],
+    )
+    scan = command_parser("scan")
+    parsed = scan.parse_command(["a.py", "-f", "json", "b.py", "--", "-odd.py"])
+    assert (parsed.paths, parsed.output_format) == (["a.py", "b.py", "-odd.py"], "json")
+
+
+def test_each_option_keeps_its_names_default_and_choices() -> None:
+    from xlamigrate.recipes import DEFAULT_MODE, MODES
+    from xlamigrate.settingvalues import RUNTIMES, TARGETS
+
+    def option(command: str, flag: str) -> argparse.Action:
+        (found,) = [a for a in command_parser(command)._actions if flag in a.option_strings]
+        return found
+
+    for command, formats in [
+        ("scan", ("text", "concise", "json", "sarif", "github", "gitlab")),
+        ("rewrite", ("text", "json")),
+        ("verify", ("text", "json")),
+    ]:
+        output_format = option(command, "--format")
+        assert output_format.option_strings == ["-f", "--format", "--output-format"]
+        assert (output_format.choices, output_format.default) == (formats, "text")
+        assert option(command, "-h").option_strings == ["-h", "--help"]
+    assert option("rewrite", "--mode").choices == MODES
+    assert option("verify", "--mode").choices == (*MODES, "all")
+    assert option("verify", "--mode").option_strings == ["-m", "--mode"]
+    assert option("rewrite", "--runtime").choices == RUNTIMES
+    assert option("rewrite", "--target").choices == option("verify", "--target").choices == TARGETS
+    assert f"else {DEFAULT_MODE})" in str(option("rewrite", "--mode").help)
+    defaults = {
+        ("scan", "--jobs"): 0,
+        ("rewrite", "--jobs"): 0,
+        ("verify", "--jobs"): 2,
+        ("verify", "--steps"): 20,
+        ("verify", "--rtol"): 0.05,
+        ("verify", "--window"): 5,
+        ("verify", "--timeout"): 600.0,
+        ("scan", "--respect-gitignore"): True,
+        ("rewrite", "--no-respect-gitignore"): True,
+        ("scan", "--no-cache"): False,
+        ("rewrite", "--project"): False,
+    }
+    for (command, flag), default in defaults.items():
+        assert option(command, flag).default == default, (command, flag)
+    assert option("scan", "-j").option_strings == ["-j", "--jobs"]

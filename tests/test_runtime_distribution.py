@@ -26,7 +26,7 @@ from packaging.utils import canonicalize_name
 
 from tests.conftest import ROOT, needs_torch_xla_platform
 
-CLI_MODULES = ("xlamigrate", "libcst", "typer", "rich", "click", "pathspec", "tree_sitter")
+CLI_MODULES = ("xlamigrate", "libcst", "rich", "pathspec", "tree_sitter")
 
 
 @pytest.fixture(scope="module")

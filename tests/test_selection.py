@@ -10,11 +10,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
+from tests.clirunner import invoke
 from tests.conftest import FIXTURES, PRECISION_IGNORE, ROOT
 from xlamigrate.catalogue import Catalogue
-from xlamigrate.cli import app
 from xlamigrate.config import Settings, find_root, load_settings
 from xlamigrate.discover import discover
 from xlamigrate.engine import rewrite_paths, scan_paths
@@ -198,9 +197,7 @@ def test_the_cli_rewrites_the_whole_project_with_project(
 ) -> None:
     work = project_copy(LAUNCHER_AND_SCRIPT, tmp_path, ".git")
     monkeypatch.chdir(work)
-    result = CliRunner().invoke(
-        app, ["rewrite", "--project", "--ignore", "XM5", "--ignore", "XM409", "train_clm.py"]
-    )
+    result = invoke("rewrite", "--project", "--ignore", "XM5", "--ignore", "XM409", "train_clm.py")
     assert result.exit_code == 0, result.output
     assert tree(work) == tree(LAUNCHER_AND_SCRIPT / "full-bf16")
 
@@ -229,7 +226,7 @@ def test_an_empty_selection_warns_as_ruff_does_and_exits_clean(
     (tmp_path / "empty").mkdir()
     (tmp_path / "train.py").write_text('import os\nos.environ["XLA_USE_BF16"] = "1"\n')
     monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(app, [command, "empty"])
+    result = invoke(command, "empty")
     assert result.exit_code == 0, result.output
     assert "warning: No files to check under the given path(s)" in result.output
     assert "XM101" not in result.output

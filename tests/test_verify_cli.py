@@ -8,15 +8,14 @@ from importlib.machinery import ModuleSpec
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from xlamigrate.cli import app
+from tests.clirunner import invoke as invoke_cli
 
 FLAGGED = 'import os\nos.environ["XLA_USE_BF16"] = "1"\n'
 
 
 def invoke(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(app, ["verify", *args])
+    result = invoke_cli("verify", *args)
     return result.exit_code, result.output
 
 

@@ -18,16 +18,14 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 from xlamigrate.apitable import Version
 from xlamigrate.catalogue import Catalogue, UnknownCodeError
+from xlamigrate.settingvalues import DEFAULT_RUNTIME as DEFAULT_RUNTIME
+from xlamigrate.settingvalues import RUNTIMES as RUNTIMES
+from xlamigrate.settingvalues import TARGETS as _TARGETS
 
 SECTION = "xlamigrate"
 # What marks a project's root folder (besides the folder of the configuration in force).
 ROOT_MARKERS = (".git", "pyproject.toml")
 _LIST_KEYS = ("select", "ignore", "exclude")
-_TARGETS = ("neuron", "tpu")
-# How rewritten scripts get the runtime they import: a dependency the project declares, or a
-# copy of the package written next to them.
-RUNTIMES = ("package", "vendor")
-DEFAULT_RUNTIME = RUNTIMES[0]
 
 
 class ConfigError(Exception):

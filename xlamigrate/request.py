@@ -13,11 +13,11 @@ from xlamigrate.kinds.textaccess import TextAccess
 from xlamigrate.project.model import ScriptRecipe, WriteDecision
 from xlamigrate.recipes import DEFAULT_MODE as DEFAULT_MODE
 from xlamigrate.recipes import Recipe, recipe_of
+from xlamigrate.settingvalues import TARGETS as TARGETS
 
 # The environment variable launchers set, in place of the legacy flag, for the configurations
 # that enabled it; the launched script applies its recipe when it is "1".
 DEFAULT_SIGNAL = "BF16_RECIPE"
-TARGETS = ("neuron", "tpu")
 
 
 @dataclass(frozen=True)

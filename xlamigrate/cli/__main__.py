@@ -1,0 +1,5 @@
+"""`python -m xlamigrate.cli`, the same as the `xlamigrate` command."""
+
+from xlamigrate.cli import main
+
+main()
