@@ -21,6 +21,7 @@ import pytest
 from tests.conftest import FIXTURES
 from xlamigrate import cache as cache_module
 from xlamigrate import engine
+from xlamigrate.apitable import Version
 from xlamigrate.cache import (
     CACHE_DIRECTORY,
     DISABLE_VARIABLE,
@@ -346,6 +347,36 @@ def test_a_result_is_keyed_by_the_file_context_and_the_task(tmp_path: Path) -> N
     assert run.get(key) is MISS
 
 
+def test_a_file_whose_stat_is_unchanged_is_not_hashed_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # (as ruff: size and mtime, trusted where the file had not just changed when remembered)
+    old, new = tmp_path / "old.py", tmp_path / "new.py"
+    for path in (old, new):
+        path.write_bytes(b"XLA_USE_BF16")
+    past = time.time_ns() - 10 * 10**9
+    os.utime(old, ns=(past, past))
+    first = RunCache(tmp_path / "c.pickle", tmp_path, {})
+    for path in (old, new):
+        assert not first.known_unflagged(path, "python")
+        assert first.flagged(path, "python", path.read_bytes(), lambda: True)
+    first.save()
+    hashed: list[bytes] = []
+    digest = cache_module.content_digest
+    monkeypatch.setattr(cache_module, "content_digest", lambda d: hashed.append(d) or digest(d))
+    again = RunCache.open_file(tmp_path / "c.pickle", tmp_path)
+    data = {path: path.read_bytes() for path in (old, new)}
+    for path in (old, new):
+        assert not again.known_unflagged(path, "python")  # (flagged: read, not skipped)
+        assert again.flagged(path, "python", data[path], lambda: pytest.fail("decided again"))
+    assert len(hashed) == 1  # new.py, racy when remembered: compared by its bytes
+    keys = [again.key("scan", str(path), "python", data[path], None) for path in (old, new)]
+    assert len(hashed) == 1  # (the keys reuse the digests the prefilter's step knew)
+    assert keys[0] == RunCache(tmp_path / "d.pickle", tmp_path, {}).key(
+        "scan", str(old), "python", data[old], None
+    )
+
+
 def test_stable_digest_does_not_depend_on_hash_randomisation() -> None:
     code = (
         "from xlamigrate.cache import stable_digest;"
@@ -589,3 +620,29 @@ def test_scan_of_the_root_keeps_its_walk_and_sees_a_new_launcher(tmp_path: Path)
     launched = run_cli("scan", "-f", "json", "--no-cache", ".", cwd=tmp_path)
     assert launched != plain
     assert run_cli("scan", "-f", "json", ".", cwd=tmp_path) == launched
+
+
+def test_pin_files_are_read_once_for_their_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # (a warm run neither parses requirements again nor imports `packaging` to)
+    from xlamigrate.project import frameworkpins, pins
+
+    (tmp_path / "requirements.txt").write_text("torch==2.1.0\nlightning==2.4.0\n")
+    script = tmp_path / "jobs" / "train.py"
+    script.parent.mkdir()
+    plain = pins.Pins(tmp_path)
+    expected = (plain.floor(script), plain.frameworks(script))
+    assert expected[0] == Version.parse("2.1") and dict(expected[1])["lightning"].bounded
+    first = RunCache(tmp_path / "c.pickle", tmp_path, {})
+    remembered = pins.Pins(tmp_path, remember=first.answer)
+    assert (remembered.floor(script), remembered.frameworks(script)) == expected
+    first.save()
+    again = RunCache.open_file(tmp_path / "c.pickle", tmp_path)
+    monkeypatch.setattr(pins, "_pinned", lambda data: pytest.fail("parsed again"))
+    monkeypatch.setattr(frameworkpins, "requirement_releases", lambda *a: pytest.fail("again"))
+    warm = pins.Pins(tmp_path, remember=again.answer)
+    assert (warm.floor(script), warm.frameworks(script)) == expected
+    (tmp_path / "requirements.txt").write_text("torch==2.2.0\n")  # other bytes: read anew
+    with pytest.raises(pytest.fail.Exception):
+        pins.Pins(tmp_path, remember=again.answer).floor(script)

@@ -23,6 +23,8 @@ from xlamigrate.kinds import KINDS, kind_by_name, kind_by_shebang
         ("Dockerfile.py", "dockerfile"),  # a name pattern wins over a suffix, as Docker reads it
         ("Containerfile", "dockerfile"),
         ("train.dockerfile", "dockerfile"),
+        ("train.Dockerfile", "dockerfile"),  # (as `docker build -f train.Dockerfile` is named)
+        ("train.Containerfile", "dockerfile"),
         ("Dockerfile.md", None),
         ("job.yaml", "yaml"),
         ("job.yml", "yaml"),
@@ -66,3 +68,11 @@ def test_every_kind_module_scans_and_rewrites() -> None:
 def test_kind_names_are_unique() -> None:
     names = [spec.name for spec in KINDS]
     assert len(names) == len(set(names))
+
+
+@pytest.mark.parametrize("spec", KINDS, ids=lambda spec: spec.name)
+def test_a_kind_says_whether_it_launches_as_its_module_does(spec: kinds.KindSpec) -> None:
+    # (the engine asks the table, so that asking imports no parser)
+    module = importlib.import_module(spec.module)
+    assert spec.launches == hasattr(module, "analyse_file")
+    assert kinds.analyses_launches(spec.name) is spec.launches

@@ -99,6 +99,11 @@ class RunCache:
         self._pieces: dict[str, dict[str, Any]] = _pieces_of(entries.get("pieces"))
         self._asked: dict[str, set[str]] = {}  # a question -> the files' hashes asked about
         self._names: dict[str, str] = {}
+        self._below = os.path.join(self.root, "")  # (the root and a separator)
+        # The digest of bytes this run hashed or knew from a file's unchanged stat, by the
+        # identity of the bytes object (kept with it, so the identity is not reused).
+        self._known_data: dict[int, tuple[bytes, str]] = {}
+        self._described: dict[tuple[int, int], tuple[object, object, str]] = {}
 
     @classmethod
     def open(cls, root: Path, *configuration: object) -> RunCache | None:
@@ -130,11 +135,9 @@ class RunCache:
         self._stats[name] = status
         entry = self._files.get(name)
         known = (
-            entry is not None
+            _unchanged(entry, status, kind, status.st_size)
             and stat.S_ISREG(status.st_mode)
-            and entry[0] == status.st_size
-            and entry[1] == status.st_mtime_ns
-            and entry[3] == kind
+            and entry is not None
             and entry[4] is False
         )
         if known and entry is not None:
@@ -145,13 +148,18 @@ class RunCache:
         """The prefilter's verdict on the file's bytes: remembered for the same bytes, else
         `decide()` (and remembered)."""
         name = self._name(path)
-        digest = self._digests[name] = content_digest(data)
         entry = self._files.get(name)
+        status = self._stats.pop(name, None)
+        if _unchanged(entry, status, kind, len(data)) and entry is not None:
+            digest = entry[2]  # (as ruff: a file of the same size and mtime is not hashed)
+        else:
+            digest = content_digest(data)
+        self._digests[name] = digest
+        self._known_data[id(data)] = (data, digest)
         if entry is not None and entry[2] == digest and entry[3] == kind:
             verdict = entry[4]
         else:
             verdict = bool(decide())
-        status = self._stats.pop(name, None)
         trusted = (
             status is not None
             and status.st_size == len(data)
@@ -168,10 +176,17 @@ class RunCache:
 
     def key(self, task: object, path: str, kind: str, data: bytes, context: object) -> str | None:
         """The key of one job's result (None: its context cannot be keyed, so it is not kept)."""
-        try:
-            return stable_digest(task, path, kind, content_digest(data), context)
-        except TypeError:
-            return None
+        known = self._known_data.get(id(data))
+        digest = known[1] if known is not None and known[0] is data else content_digest(data)
+        described = self._described.get((id(task), id(context)))
+        if described is None or described[0] is not task or described[1] is not context:
+            try:
+                # (many jobs share a task and a context: each pair is described once)
+                described = (task, context, stable_digest(task, context))
+            except TypeError:
+                return None
+            self._described[(id(task), id(context))] = described
+        return stable_digest(described[2], path, kind, digest)
 
     def get(self, key: str) -> object:
         """The result stored under `key`, or MISS (also for an entry that does not load)."""
@@ -204,6 +219,14 @@ class RunCache:
         digest = self._digests.get(self._name(path))
         if digest is None:
             return compute()
+        return self._answer(question, digest, compute)
+
+    def answer(self, question: str, data: bytes, compute: Callable[[], Any]) -> Any:
+        """An answer about some bytes (a pin file's: the releases it pins), remembered for
+        those bytes; as `piece`'s, plain values."""
+        return self._answer(question, content_digest(data), compute)
+
+    def _answer(self, question: str, digest: str, compute: Callable[[], Any]) -> Any:
         self._asked.setdefault(question, set()).add(digest)
         table = self._pieces.setdefault(question, {})
         if digest in table:
@@ -250,10 +273,25 @@ class RunCache:
         # (a walk's paths are absolute and normal already: abspath only where they may not be)
         normal = os.path.isabs(given) and f"{os.sep}." not in given and os.sep * 2 not in given
         absolute = given if normal else os.path.abspath(given)
-        below = os.path.join(self.root, "")  # (the root and a separator)
+        below = self._below
         if not absolute.startswith(below):
             return absolute
         return absolute[len(below) :].replace(os.sep, "/")
+
+
+def _unchanged(
+    entry: _FileEntry | None, status: os.stat_result | None, kind: str, size: int
+) -> bool:
+    """Whether a remembered file is as the run finds it by its stat: the same kind, size and
+    (trusted: not racy when it was remembered) mtime."""
+    return (
+        entry is not None
+        and status is not None
+        and entry[1] != -1
+        and entry[0] == status.st_size == size
+        and entry[1] == status.st_mtime_ns
+        and entry[3] == kind
+    )
 
 
 class _Loader(pickle.Unpickler):

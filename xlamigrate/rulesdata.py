@@ -4,10 +4,11 @@ catalogue and the recipes, so that neither has to import the other."""
 from __future__ import annotations
 
 import sys
-from importlib import resources
-from importlib.abc import Traversable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from importlib.abc import Traversable
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -23,11 +24,15 @@ class CatalogueError(Exception):
 
 
 def rules_directory() -> Traversable:
-    """The `rules/` data: inside the installed package, or at the top of a source checkout."""
-    packaged = resources.files("xlamigrate").joinpath("rules")
-    if packaged.is_dir():
-        return packaged
-    return Path(__file__).resolve().parent.parent / "rules"
+    """The `rules/` data: inside the installed package, or at the top of a source checkout
+    (importlib.resources, costly to import, only for a package not on the file system)."""
+    package = Path(__file__).resolve().parent
+    for folder in (package / "rules", package.parent / "rules"):
+        if folder.is_dir():
+            return folder
+    from importlib import resources  # (a zipped package)
+
+    return resources.files("xlamigrate").joinpath("rules")
 
 
 def read_toml(entry: Traversable) -> dict[str, Any]:

@@ -39,11 +39,19 @@ class KindSpec:
     # configs name the flags in lower case (NeuronX-Distributed-Training) or through accelerate's
     # settings, or NxDT's precision types that set them (`bf16SR`, `mixed_precision`).
     triggers: bytes = b""
+    # Whether its files start processes (the module has `analyse_file`, LauncherKindModule):
+    # said here so that asking does not import the kind's parser.
+    launches: bool = False
 
 
 KINDS: tuple[KindSpec, ...] = (
     KindSpec(
-        "python", "xlamigrate.kinds.python.kind", ("*.py",), shebangs=("python",), identify="python"
+        "python",
+        "xlamigrate.kinds.python.kind",
+        ("*.py",),
+        shebangs=("python",),
+        identify="python",
+        launches=True,
     ),
     KindSpec("notebook", "xlamigrate.kinds.notebook", ("*.ipynb",), identify="jupyter"),
     KindSpec(
@@ -52,13 +60,23 @@ KINDS: tuple[KindSpec, ...] = (
         ("*.sh", "*.bash", "*.sbatch", "*.slurm", ".envrc"),  # .envrc: direnv's, a bash file
         shebangs=("sh", "bash", "zsh", "dash", "ksh"),
         identify="shell",
+        launches=True,
     ),
     KindSpec(
         "dockerfile",
         "xlamigrate.kinds.dockerfile",
-        ("Dockerfile", "Dockerfile.*", "Containerfile", "Containerfile.*", "*.dockerfile"),
+        (
+            "Dockerfile",
+            "Dockerfile.*",
+            "Containerfile",
+            "Containerfile.*",
+            "*.dockerfile",
+            "*.Dockerfile",
+            "*.Containerfile",
+        ),
         not_patterns=("*.md", "*.txt"),
         identify="dockerfile",
+        launches=True,
     ),
     KindSpec(
         "yaml",
@@ -67,8 +85,15 @@ KINDS: tuple[KindSpec, ...] = (
         identify="yaml",
         triggers=rb"(?i)xla_(?:use|downcast)_(?:bf16|fp16|f16)|downcast_bf16|mixed_precision"
         rb"|bf16sr",
+        launches=True,
     ),
-    KindSpec("dotenv", "xlamigrate.kinds.dotenv", (".env", ".env.*", "*.env"), identify="dotenv"),
+    KindSpec(
+        "dotenv",
+        "xlamigrate.kinds.dotenv",
+        (".env", ".env.*", "*.env"),
+        identify="dotenv",
+        launches=True,
+    ),
     KindSpec("ini", "xlamigrate.kinds.ini", ("*.ini", "*.cfg"), identify="ini"),
     *(
         KindSpec(
@@ -133,7 +158,8 @@ class LauncherKindModule(Protocol):
 
 
 def analyses_launches(name: str) -> bool:
-    return hasattr(load(name), "analyse_file")
+    """Whether the kind's files start processes (without importing the kind)."""
+    return spec(name).launches
 
 
 def load_launcher(name: str) -> LauncherKindModule:

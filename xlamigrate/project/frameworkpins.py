@@ -16,7 +16,7 @@ from pathlib import Path
 from xlamigrate.apitable import Version
 from xlamigrate.frameworktable import Releases, framework_table
 from xlamigrate.nxdttable import nxdt_table
-from xlamigrate.project.pins import PIN_FILES
+from xlamigrate.project.pins import PIN_FILES, Remember, _computed
 from xlamigrate.project.projectfiles import folders_up, read_small
 
 Pinned = tuple[tuple[str, Releases], ...]  # (canonical package, the releases its pin allows)
@@ -28,8 +28,9 @@ _QUOTED = re.compile(r"\"([^\"\n]*)\"|'([^'\n]*)'")
 class FrameworkPins:
     """The frameworks' pins of a project's folders, each folder read once."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, remember: Remember = _computed) -> None:
         self.root = root.resolve()
+        self.remember = remember
         self.packages = framework_table().packages | nxdt_table().packages
         self._named = re.compile(
             "|".join(sorted((p.replace("-", "[-_.]") for p in self.packages), key=len)[::-1]),
@@ -54,10 +55,18 @@ class FrameworkPins:
             pinned: dict[str, Releases] = {}
             for name in names:
                 if PIN_FILES.fullmatch(name):
-                    for package, releases in self._pinned(read_small(folder / name)):
+                    for package, releases in self._file_pins(read_small(folder / name)):
                         pinned.setdefault(package, releases)
             self._folders[folder] = pinned
         return self._folders[folder]
+
+    def _file_pins(self, data: bytes | None) -> list[tuple[str, Releases]]:
+        """The file's pins, remembered for its bytes as plain values."""
+        if not data:
+            return []
+        question = "\0".join(["framework pins", *sorted(self.packages)])
+        plain = self.remember(question, data, lambda: [_plain(*p) for p in self._pinned(data)])
+        return [_releases(*pin) for pin in plain]
 
     def _pinned(self, data: bytes | None) -> Iterator[tuple[str, Releases]]:
         if not data:
@@ -112,6 +121,35 @@ def requirement_releases(text: str, packages: frozenset[str]) -> tuple[str, Rele
     if "tpu" in requirement.extras and name == "torch-xla":
         return "libtpu", Releases(spelled=spelled)
     return name, Releases(low, high, included, spelled)
+
+
+_PlainPin = tuple[str, tuple[int, ...] | None, tuple[int, ...] | None, bool, str]
+
+
+def _plain(package: str, releases: Releases) -> _PlainPin:
+    low, high = releases.low, releases.high
+    return (
+        package,
+        None if low is None else low.numbers,
+        None if high is None else high.numbers,
+        releases.high_included,
+        releases.spelled,
+    )
+
+
+def _releases(
+    package: str,
+    low: tuple[int, ...] | None,
+    high: tuple[int, ...] | None,
+    included: bool,
+    spelled: str,
+) -> tuple[str, Releases]:
+    return package, Releases(
+        None if low is None else Version(low),
+        None if high is None else Version(high),
+        included,
+        spelled,
+    )
 
 
 def _release(text: str) -> Version | None:

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from xlamigrate.apitable import Version
 from xlamigrate.project.projectfiles import folders_up, read_small
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 _SOURCES = re.compile(
     r"(?:requirements.*\.txt|constraints.*\.txt|pyproject\.toml|setup\.py"
-    r"|(?:Docker|Container)file(?:\..*)?|.*\.dockerfile)"
+    r"|(?:Docker|Container)file(?:\..*)?|.*\.(?:dockerfile|Dockerfile|Containerfile))"
 )
 PIN_FILES = _SOURCES  # where a project pins anything (frameworkpins.py reads them too)
 # The packages whose pin names the torch-xla: torch-xla's own release, or the torch release it is
@@ -42,12 +42,25 @@ _WORD = re.compile(rf"[^\s\"'\\]*{_NAMED}[^\s\"'\\]*", re.I)
 _WHEEL = re.compile(r"\btorch(?:_(?P<package>xla|neuronx))?-(?P<version>\d+(?:\.\d+)+)", re.I)
 
 
+# An answer about a pin file's bytes (the question, the bytes, how to answer: plain values),
+# remembered for those bytes where a cache is kept (RunCache.answer): a warm run does not parse
+# requirements again, nor import `packaging` to.
+Remember = Callable[[str, bytes, Callable[[], Any]], Any]
+
+
+def _computed(question: str, data: bytes, compute: Callable[[], Any]) -> Any:
+    return compute()
+
+
 class Pins:
     """The floors of a project's folders, each read once."""
 
-    def __init__(self, root: Path, override: Version | None = None) -> None:
+    def __init__(
+        self, root: Path, override: Version | None = None, remember: Remember = _computed
+    ) -> None:
         self.root = root.resolve()  # the project's root: pins above it are not the project's
         self.override = override
+        self.remember = remember
         self._floors: dict[Path, Version | None] = {}
         self._frameworks: FrameworkPins | None = None
 
@@ -66,7 +79,7 @@ class Pins:
         from xlamigrate.project.frameworkpins import FrameworkPins
 
         if self._frameworks is None:
-            self._frameworks = FrameworkPins(self.root)
+            self._frameworks = FrameworkPins(self.root, self.remember)
         return self._frameworks.releases(path)
 
     def _folder_floor(self, folder: Path) -> Version | None:
@@ -76,13 +89,19 @@ class Pins:
             except OSError:
                 names = []
             floors = [
-                version
+                Version(numbers)
                 for name in names
                 if _SOURCES.fullmatch(name)
-                for version in _pinned(read_small(folder / name))
+                for numbers in self._file_floors(read_small(folder / name))
             ]
             self._floors[folder] = min(floors) if floors else None
         return self._floors[folder]
+
+    def _file_floors(self, data: bytes | None) -> tuple[tuple[int, ...], ...]:
+        if not data:
+            return ()
+        compute = lambda: tuple(version.numbers for version in _pinned(data))  # noqa: E731
+        return tuple(self.remember("torch-xla floor", data, compute))
 
 
 def _pinned(data: bytes | None) -> Iterator[Version]:
