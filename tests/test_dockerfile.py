@@ -499,7 +499,7 @@ def test_onbuild_run_is_read_and_removed_whole() -> None:
         ('ENTRYPOINT ["python"]\nCMD ["/app/train.py"]', ("/app/train.py",)),
         ('CMD ["sh", "-c", "python train.py --config=cfg.py"]', ("train.py",)),
         ("CMD python -m my_package.train", ()),
-        ('CMD ["bash", "-c", "cd /app && exec torchrun train.py"]', ("train.py",)),
+        ('CMD ["bash", "-c", "cd /app && exec torchrun train.py"]', ("/app/train.py",)),
         (
             'ENTRYPOINT ["torchrun", "--nproc_per_node=2"]\nCMD ["train.py", "--bf16"]',
             ("train.py",),
@@ -595,20 +595,24 @@ def test_rendered_values_read_back_as_written() -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "line", "message"),
+    ("text", "line", "column", "message"),
     [
-        ('FROM x\nENV XLA_USE_BF16="1\n', 2, "unterminated"),
-        ("FROM x\nENV A=1\n    XLA_USE_BF16=1\n", 3, "unknown instruction"),
-        ("FROM x\nENV XLA_USE_BF16=1 FOO\n", 2, "NAME=VALUE"),
-        ("FROM x\nENV XLA_USE_BF16\n", 2, "no value"),
-        ("FROM x\nRUN <<EOF\nexport XLA_USE_BF16=1\n", 2, "never closed"),
-        ('RUN echo "$(echo XLA_USE_BF16\n', 1, "RUN: bash: unexpected EOF"),
+        ('FROM x\nENV XLA_USE_BF16="1\n', 2, 18, 'ENV: unterminated " quote'),
+        ('FROM x\nENV XLA_USE_BF16 "1\n', 2, 18, 'ENV: unterminated " quote'),
+        ("FROM x\nENV A=1\n    XLA_USE_BF16=1\n", 3, 5, "unknown instruction XLA_USE_BF16=1"),
+        ("FROM x\nENV XLA_USE_BF16=1 FOO\n", 2, 20, "ENV: expected NAME=VALUE, found 'FOO'"),
+        ("FROM x\nENV XLA_USE_BF16\n", 2, 5, "ENV: XLA_USE_BF16 has no value"),
+        ("FROM x\nRUN <<EOF\nexport XLA_USE_BF16=1\n", 2, 5, "heredoc EOF is never closed"),
+        ('RUN echo "$(echo XLA_USE_BF16\n', 1, 30, "RUN: bash: unexpected EOF"),  # (at the end)
+        ("FROM x\nRUN export XLA_USE_BF16=1 && \\\n    echo ) \n", 3, 10, "RUN: bash: syntax"),
     ],
 )
-def test_problems_are_reported_with_their_line(text: str, line: int, message: str) -> None:
-    [(found_line, found)] = analyse(text, NAMES).problems
-    assert found_line == line
-    assert message in found
+def test_problems_are_reported_where_the_parser_stopped(
+    text: str, line: int, column: int, message: str
+) -> None:
+    [problem] = analyse(text, NAMES).problems
+    assert (problem.line, problem.column) == (line, column)
+    assert problem.message.startswith(message)
 
 
 def test_instructions_without_a_flag_are_not_judged() -> None:

@@ -260,3 +260,296 @@ def test_a_dockerfile_script_another_file_names_is_gated_and_its_edge_reads_as_w
         ("train.py",),
     )
     assert edge.migrated and edge.signal is not None
+
+
+# A shell's own moves: cd, pushd ----------------------------------------------------------------
+
+SHELL_LAUNCHER = "#!/bin/bash\nexport XLA_USE_BF16=1\n{moves}\n"
+
+
+@pytest.mark.parametrize(
+    ("launcher", "moves"),
+    [
+        ("run.sh", "cd launch\npython train.py"),
+        ("run.sh", "cd -- launch && torchrun --nproc_per_node=2 train.py"),
+        ("run.sh", "pushd launch > /dev/null\npython train.py\npopd"),
+        ("run.sh", "cd launch || exit 1\npython train.py"),
+        ("launch/run.sh", 'cd "$(dirname "$0")"\npython train.py'),
+        ("scripts/run.sh", 'cd "$(dirname "$0")/../launch"\npython train.py'),
+        (
+            "scripts/run.sh",
+            'SCRIPT_DIR=$(dirname "$0")\ncd "$SCRIPT_DIR/.."\npython launch/train.py',
+        ),
+    ],
+    ids=["cd", "cd-dashdash", "pushd", "cd-or-exit", "dirname", "dirname-up", "script-dir"],
+)
+def test_a_shell_launcher_runs_its_script_from_the_folder_it_moved_to(
+    project: Path, catalogue: Catalogue, launcher: str, moves: str
+) -> None:
+    files = {
+        launcher: SHELL_LAUNCHER.format(moves=moves),
+        "launch/train.py": TRAIN,
+        "train.py": TRAIN,
+        "scripts/train.py": TRAIN,
+    }
+    (finding,) = scan_writes(files, project, catalogue)
+    assert not is_manual(finding), finding.message
+    assert "it starts launch/train.py" in finding.message
+
+
+@pytest.mark.parametrize(
+    "moves",
+    [
+        "( cd launch; python other.py )\npython train.py",
+        "run() {\n  cd launch\n  python other.py\n}\nrun\npython train.py",
+        "pushd launch\npython other.py\npopd\npython train.py",
+        "echo $(cd launch && pwd) && python launch/other.py\npython train.py",
+    ],
+    ids=["subshell", "function", "popd", "command-substitution"],
+)
+def test_a_move_inside_a_subshell_or_a_function_stays_there(
+    project: Path, catalogue: Catalogue, moves: str
+) -> None:
+    files = {
+        "run.sh": SHELL_LAUNCHER.format(moves=moves),
+        "launch/other.py": TRAIN,
+        "train.py": TRAIN,
+    }
+    (finding,) = scan_writes(files, project, catalogue)
+    assert not is_manual(finding), finding.message
+    assert "it starts launch/other.py, train.py" in finding.message
+
+
+@pytest.mark.parametrize(
+    ("moves", "why"),
+    [
+        (
+            'cd "$WORK_DIR"\npython train.py',
+            '`cd "$WORK_DIR"` at line 3 moves to a folder not known',
+        ),
+        ("cd\npython train.py", "`cd` at line 3 moves to the home folder"),
+        ("cd ~/code\npython train.py", "`cd ~/code` at line 3 moves to a folder not known"),
+        ("popd\npython train.py", "`popd` at line 3 returns to a folder not known"),
+        (
+            "if [ -d launch ]; then\n  cd launch\nfi\npython train.py",
+            "the `if` at line 3 changes the folder in some cases only",
+        ),
+        ("[ -d launch ] && cd launch\npython train.py", "`cd launch` at line 3 runs in some cases"),
+        (
+            "for d in a b; do\n  cd launch\ndone\npython train.py",
+            "the `for` at line 3 changes the folder in some cases only",
+        ),
+    ],
+    ids=["variable", "home", "tilde", "popd-empty", "if", "test-and", "loop"],
+)
+def test_a_launch_after_a_move_to_a_folder_not_known_keeps_its_write(
+    project: Path, catalogue: Catalogue, moves: str, why: str
+) -> None:
+    files = {"run.sh": SHELL_LAUNCHER.format(moves=moves), "train.py": TRAIN}
+    (finding,) = scan_writes(files, project, catalogue)
+    assert is_manual(finding)
+    assert "it reaches train.py, which is not a Python file of this project (" in finding.message
+    assert why in finding.message
+
+
+def test_a_move_to_an_absolute_folder_is_outside_the_project(
+    project: Path, catalogue: Catalogue
+) -> None:
+    files = {
+        "run.sh": SHELL_LAUNCHER.format(moves="cd /opt/code\npython train.py"),
+        "train.py": TRAIN,
+    }
+    (finding,) = scan_writes(files, project, catalogue)
+    assert is_manual(finding)
+    assert "it reaches /opt/code/train.py" in finding.message
+    assert "an absolute path outside the project" in finding.message
+
+
+def test_an_actions_step_that_moves_runs_from_that_folder_of_the_checkout(
+    project: Path, catalogue: Catalogue
+) -> None:
+    workflow = WORKFLOW.format(defaults="", job_defaults="", step_options="").replace(
+        "run: python train.py", "run: cd launch && python train.py"
+    )
+    files = {".github/workflows/train.yml": workflow, "launch/train.py": TRAIN, "train.py": TRAIN}
+    (finding,) = scan_writes(files, project, catalogue)
+    assert not is_manual(finding), finding.message
+    assert "it starts launch/train.py" in finding.message
+
+
+def test_a_dockerfile_run_that_moves_runs_from_that_folder_of_the_image(
+    project: Path, catalogue: Catalogue
+) -> None:
+    dockerfile = (
+        "FROM python:3.11\nCOPY launch/ /opt/code/\nCOPY other/ /srv/\n"
+        "RUN cd /opt/code && XLA_USE_BF16=1 python train.py --compile-only\n"
+    )
+    files = {"Dockerfile": dockerfile, "launch/train.py": TRAIN, "other/train.py": TRAIN}
+    for name, text in files.items():
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        (project / name).write_text(text)
+    settings = load_settings([Path(".")], catalogue).with_overrides(ignore=PRECISION_IGNORE)
+    report = scan_paths([Path(".")], settings, catalogue, jobs=1)
+    (edge,) = report.launches
+    assert edge.scripts == ("launch/train.py",)
+
+
+# Which image a container runs: compose build:, docker build -t ----------------------------------
+
+COMPOSE = """\
+services:
+  train:
+{build}    environment:
+      XLA_USE_BF16: "1"
+    command: ["python", "train.py"]
+"""
+IMAGE_A = "FROM python:3.11\nWORKDIR /app\nCOPY a/ ./\n"
+IMAGE_B = "FROM python:3.11\nWORKDIR /app\nCOPY b/ ./\n"
+
+
+@pytest.mark.parametrize(
+    ("compose_file", "build", "expected"),
+    [
+        ("compose.yaml", "    build: a\n", "a/train.py"),
+        ("compose.yaml", "    build:\n      context: b\n", "b/train.py"),
+        (
+            "deploy/compose.yaml",
+            "    build:\n      context: ..\n      dockerfile: images/Dockerfile.b\n",
+            "b/train.py",
+        ),
+    ],
+    ids=["string", "context", "context-and-dockerfile"],
+)
+def test_a_compose_service_runs_the_image_its_build_makes(
+    project: Path, catalogue: Catalogue, compose_file: str, build: str, expected: str
+) -> None:
+    files = {
+        compose_file: COMPOSE.format(build=build),
+        "a/Dockerfile": "FROM python:3.11\nWORKDIR /app\nCOPY . ./\n",
+        "b/Dockerfile": "FROM python:3.11\nWORKDIR /app\nCOPY . ./\n",
+        "images/Dockerfile.b": IMAGE_B,
+        "a/train.py": TRAIN,
+        "b/train.py": TRAIN,
+    }
+    (finding,) = scan_writes(files, project, catalogue)
+    assert not is_manual(finding), finding.message
+    assert f"it starts {expected}" in finding.message
+
+
+def test_a_compose_build_that_copies_nothing_there_keeps_the_write(
+    project: Path, catalogue: Catalogue
+) -> None:
+    files = {
+        "compose.yaml": COMPOSE.format(build="    build: .\n"),
+        "Dockerfile": "FROM python:3.11\nWORKDIR /app\n",
+        "images/Dockerfile.a": IMAGE_A,
+        "a/train.py": TRAIN,
+    }
+    (finding,) = scan_writes(files, project, catalogue)
+    assert is_manual(finding)
+    assert "Dockerfile, which builds its image, copies no file of the project to /app/train.py" in (
+        finding.message
+    )
+
+
+@pytest.mark.parametrize(
+    ("builder", "text"),
+    [
+        ("build.sh", "#!/bin/sh\ndocker build -t train:latest -f images/Dockerfile.b .\n"),
+        (
+            "Makefile",
+            "image:\n\tdocker buildx build --platform linux/amd64 --tag train"
+            " -f images/Dockerfile.b .\n",
+        ),
+        (
+            ".github/workflows/image.yml",
+            "on: push\njobs:\n  image:\n    runs-on: ubuntu-latest\n    steps:\n"
+            "      - run: docker build -t train:latest -f images/Dockerfile.b .\n",
+        ),
+        (
+            "compose.yaml",
+            "services:\n  train:\n    image: train:latest\n    build:\n"
+            "      context: .\n      dockerfile: images/Dockerfile.b\n",
+        ),
+    ],
+    ids=["shell", "makefile", "actions", "compose"],
+)
+def test_a_job_image_the_project_builds_runs_that_dockerfiles_copy(
+    project: Path, catalogue: Catalogue, builder: str, text: str
+) -> None:
+    job = JOB.format(working_dir="", script="train.py").replace(
+        "123456789012.dkr.ecr.us-west-2.amazonaws.com/train:latest", "train:latest"
+    )
+    files = {
+        "k8s/job.yaml": job,
+        builder: text,
+        "images/Dockerfile.a": IMAGE_A,
+        "images/Dockerfile.b": IMAGE_B,
+        "a/train.py": TRAIN,
+        "b/train.py": TRAIN,
+    }
+    (finding,) = scan_writes(files, project, catalogue)
+    assert not is_manual(finding), finding.message
+    assert "it starts b/train.py" in finding.message
+
+
+def test_a_job_image_no_build_names_is_read_against_every_dockerfile(
+    project: Path, catalogue: Catalogue
+) -> None:
+    job = JOB.format(working_dir="", script="train.py")
+    files = {
+        "k8s/job.yaml": job,
+        "build.sh": "#!/bin/sh\ndocker build -t other:latest -f images/Dockerfile.b .\n",
+        "images/Dockerfile.a": IMAGE_A,
+        "images/Dockerfile.b": IMAGE_B,
+        "a/train.py": TRAIN,
+        "b/train.py": TRAIN,
+    }
+    (finding,) = scan_writes(files, project, catalogue)
+    assert is_manual(finding)
+    assert "copy different files there: which image runs is unknown" in finding.message
+
+
+# .dockerignore --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("ignore", "resolved"),
+    [
+        ("launch/\n", False),
+        ("**/*.py\n!other.py\n", False),
+        ("*.py\n", True),  # Docker's patterns start at the context's root: not launch/train.py
+        ("launch\n!launch/train.py\n", True),
+        ("# comment\n\nlaunch/data\n", True),
+    ],
+    ids=["folder", "any-depth", "root-only", "exception", "unrelated"],
+)
+def test_a_file_the_dockerignore_leaves_out_is_not_in_the_image(
+    project: Path, catalogue: Catalogue, ignore: str, resolved: bool
+) -> None:
+    files = {
+        "k8s/job.yaml": JOB.format(working_dir="", script="/app/train.py"),
+        "Dockerfile": "FROM python:3.11\nCOPY . /app/\n",
+        ".dockerignore": ignore,
+        "launch/train.py": TRAIN,
+    }
+    files["k8s/job.yaml"] = files["k8s/job.yaml"].replace("/app/train.py", "/app/launch/train.py")
+    (finding,) = scan_writes(files, project, catalogue)
+    assert is_manual(finding) != resolved, finding.message
+    if not resolved:
+        assert ".dockerignore leaves launch/train.py out of the build context" in finding.message
+
+
+def test_a_dockerfiles_own_ignore_file_comes_before_the_contexts(project: Path) -> None:
+    (project / "docker").mkdir()
+    (project / "launch").mkdir()
+    (project / "launch/train.py").write_text(TRAIN)
+    (project / ".dockerignore").write_text("")
+    (project / "docker/train.Dockerfile").write_text("FROM python:3.11\nCOPY launch/ /app/\n")
+    (project / "docker/train.Dockerfile.dockerignore").write_text("launch/train.py\n")
+    files = {"launch/train.py": Path("launch/train.py")}
+    resolver = ScriptResolver(Path("."), files, ["docker/train.Dockerfile"])
+    assert resolver("k8s/job.yaml", f"{IMAGE}/app/train.py") is None
+    assert "docker/train.Dockerfile.dockerignore leaves launch/train.py out" in (
+        resolver.unresolved("k8s/job.yaml", f"{IMAGE}/app/train.py")
+    )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -17,7 +18,7 @@ import pytest
 
 import xlamigrate
 from tests.conftest import FIXTURES, PRECISION_IGNORE
-from tests.test_cli import run_cli, write_files
+from tests.test_cli import FINDING_LINE, run_cli, write_files
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.engine import _POOL_MIN_BYTES
 from xlamigrate.kinds.python.scan import scan_python
@@ -370,15 +371,18 @@ def test_manual_findings_exit_1_while_the_safe_fixes_are_applied(tmp_path: Path)
     assert result.returncode == 1, result.stderr
     assert (tmp_path / "reads.py").read_bytes() == fixture("full-bf16", READS, "out")
     assert snapshot(tmp_path)["launcher.py"] == launcher_before
-    lines = result.stdout.splitlines()
-    assert lines[0].startswith("launcher.py:7:24: XM101 ")
-    assert lines[0].endswith("[fix: manual]")
-    assert lines[1] == "reads.py: rewrote (1 fix)"
+    launcher, changed, read = result.stdout.split("\n\n")  # as scan prints: blank-line apart
+    assert launcher.splitlines() == [
+        'launcher.py:7:24: XM101 XLA_USE_BF16 set to "1" (on) in a child process\'s environment',
+        "  note: XLA_USE_BF16 is deprecated since torch-xla 2.5; move to an explicit BF16 recipe",
+    ]
+    assert changed == "reads.py: rewrote (1 fix)"
     # where the read is in the file as written (it was on line 12 before the rewrite)
-    assert lines[2].startswith("reads.py:15:25: XM201 ")
+    first, *rest = read.splitlines()
+    assert first == "reads.py:15:25: XM201 XLA_USE_BF16 read"
+    assert [line.split(":")[0] for line in rest] == ["  help", "  note"]
     written = (tmp_path / "reads.py").read_text().splitlines()
     assert written[15 - 1][24:].startswith('os.environ.get("XLA_USE_BF16")')
-    assert len(lines) == 3
     assert "2 findings left for manual work" in result.stderr
 
 
@@ -410,6 +414,43 @@ def test_a_files_own_write_stays_where_its_recipe_cannot_go_in_and_scan_says_so(
     assert entry["remaining"][0]["message"] == write["message"]
     assert entry["remaining"][1]["message"] == problem["message"]  # one answer: scan, rewrite
     assert (tmp_path / "train.py").read_text() == OWN_WRITE_NO_MODEL
+
+
+SEE = re.compile(r"\(see (XM\d{3}(?:, XM\d{3})*)\)")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_rewrite_text_prints_what_it_leaves_as_scan_prints_it_with_what_a_see_names(
+    tmp_path: Path, mode: str
+) -> None:
+    """Each finding left, the unsafe ones not asked for too, as its short first line, then its
+    `help:` and `note:`: the blocks scan prints. The XM4xx a kept write's "see" names (what kept
+    its recipe out) is among them."""
+    write_files(
+        tmp_path,
+        {
+            "train.py": OWN_WRITE_NO_MODEL,
+            "unsafe.py": UNSAFE,
+            "pyproject.toml": f'[tool.xlamigrate]\nmode = "{mode}"\n',
+        },
+    )
+    scanned = run_cli("scan", "--ignore", ",".join(PRECISION_IGNORE), cwd=tmp_path)
+    result = rewrite("--check", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert result.stdout == scanned.stdout  # nothing changes: what is left is what scan found
+    blocks = [block.splitlines() for block in result.stdout.split("\n\n")]
+    firsts = [FINDING_LINE.match(block[0]) for block in blocks]
+    assert [(m["path"], m["code"]) for m in firsts if m] == [
+        ("train.py", "XM101"),
+        ("train.py", "XM401" if mode != "autocast" else "XM402"),
+        ("unsafe.py", "XM101"),
+        ("unsafe.py", "XM202"),
+    ]
+    assert all(len(block[0]) < 100 for block in blocks)  # the long sentence is in its parts
+    assert all(line.startswith(("  help: ", "  note: ")) for block in blocks for line in block[1:])
+    referred = {code for found in SEE.finditer(result.stdout) for code in found[1].split(", ")}
+    assert referred and referred <= {m["code"] for m in firsts if m}
+    assert "4 findings left for manual work" in result.stderr
 
 
 @pytest.mark.parametrize(

@@ -38,7 +38,14 @@ def project(root: Path, files: dict[str, str | bytes]) -> Path:
 
 
 def findings(result: subprocess.CompletedProcess[str], code: str = "XM409") -> list[str]:
-    return [line for line in result.stdout.splitlines() if f" {code} " in line]
+    """Each finding of `code` the rewrite left: its first line with its help:/note: lines."""
+    blocks: list[list[str]] = []
+    for line in result.stdout.splitlines():
+        if line.startswith(" ") and blocks:
+            blocks[-1].append(line)
+        else:
+            blocks.append([line])
+    return ["\n".join(block) for block in blocks if f" {code} " in block[0]]
 
 
 @pytest.mark.parametrize("mode", ["full-bf16", "fp32-copy"])

@@ -547,8 +547,9 @@ def test_a_syntax_error_is_a_problem_and_the_rest_is_still_read() -> None:
         "XLA_USE_FP16=1 python train.py\n"
     )
     analysis = analyse(text, NAMES)
-    ((line, message),) = analysis.problems
-    assert line == 5 and "syntax error" in message  # bash's own verdict: `fi` is missing
+    (problem,) = analysis.problems  # bash's own verdict and words: `fi` is missing
+    assert (problem.line, problem.column) == (5, 1)  # where bash stopped: the end of the file
+    assert problem.message == "bash: syntax error: unexpected end of file"
     first, in_broken_if, prefix = analysis.accesses
     assert (first.applicability, first.note) == (None, "")
     assert in_broken_if.applicability == "manual" and "syntax error on line" in in_broken_if.note
@@ -559,7 +560,7 @@ def test_a_syntax_error_is_a_problem_and_the_rest_is_still_read() -> None:
 def test_an_error_later_in_the_file_leaves_earlier_statements_editable() -> None:
     text = "case $1 in\n  a) export XLA_USE_BF16=1 ;;\nesac\necho )\n"
     analysis = analyse(text, NAMES)
-    assert [line for line, _ in analysis.problems] == [4]
+    assert [(p.line, p.column) for p in analysis.problems] == [(4, 6)]  # the unexpected `)`
     (access,) = analysis.accesses
     assert (access.applicability, access.note) == (None, "")
     assert removed(text, access).startswith("case $1 in\n  a) ;;\n")
@@ -691,9 +692,12 @@ def test_neuron_cc_flags_next_to_a_syntax_error_is_reported_not_dropped(
 
 def test_without_bash_a_tree_sitter_error_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(shutil, "which", lambda name: None)  # no bash to ask
-    text = "export XLA_USE_BF16=1\nif [ -n x ]; then\n"
-    ((line, message),) = analyse(text, NAMES).problems
-    assert line == 2 and "tree-sitter-bash cannot read" in message
+    (problem,) = analyse("export XLA_USE_BF16=1\necho a )\n", NAMES).problems
+    assert (problem.line, problem.column) == (2, 8)  # where tree-sitter's first error starts
+    assert problem.message == "bash syntax: tree-sitter-bash cannot read `)`"
+    (missing,) = analyse("export XLA_USE_BF16=1\nif [ -n x ]; then\n", NAMES).problems
+    assert (missing.line, missing.column) == (2, 18)  # after `then`, where `fi` would be
+    assert missing.message == "bash syntax: tree-sitter-bash finds `fi` missing"
 
 
 @needs_bash

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import FIXTURES
+from xlamigrate.kinds.textaccess import Problem
 from xlamigrate.kinds.yaml import nodes
 
 YAML_FIXTURES = sorted(p for p in FIXTURES.rglob("*") if p.suffix in (".yaml", ".yml"))
@@ -44,7 +45,7 @@ def both(text: str) -> tuple[object, object]:
     fast = nodes._compose_with_libyaml(text)
     slow = nodes._compose_with_ruamel(text)
     assert fast is not None, "libyaml should have read it"
-    assert not isinstance(slow, tuple), slow
+    assert not isinstance(slow, Problem), slow
     return [described(d) for d in fast], [described(d) for d in slow]
 
 
@@ -96,24 +97,28 @@ def test_what_libyaml_cannot_stand_in_for_goes_to_ruamel(text: str) -> None:
 
     if not nodes._LIBYAML_MISREADS.search(text):
         assert nodes._compose_with_libyaml(text) is None
-    composed = nodes.compose(text)
-    if isinstance(composed, tuple):  # an error, in ruamel.yaml's words
+    composed = nodes.documents(text)
+    if isinstance(composed, Problem):  # an error, in ruamel.yaml's words
         assert composed == nodes._compose_with_ruamel(text)
     else:
         assert all(isinstance(document, Node) for document in composed)
 
 
-def test_errors_keep_ruamel_s_words() -> None:
-    line, message = nodes.compose("a: [1, 2\n")  # type: ignore[misc]
-    assert (line, message) == nodes._compose_with_ruamel("a: [1, 2\n")
-    assert "flow sequence" in message
+def test_errors_keep_ruamel_s_words_and_where_it_stopped() -> None:
+    problem = nodes.documents("a: [1, 2\nb: 3\n")
+    assert problem == nodes._compose_with_ruamel("a: [1, 2\nb: 3\n")
+    assert isinstance(problem, Problem)
+    assert (problem.line, problem.column) == (2, 2)  # ruamel.yaml's mark, 1-based: the `:`
+    assert "flow sequence" in problem.message
+    line, message = nodes.compose("a: [1, 2\nb: 3\n")  # type: ignore[misc]
+    assert (line, message) == (problem.line, problem.message)  # (what other readers take)
 
 
 def test_a_tab_before_a_value_is_read_as_kubernetes_reads_it() -> None:
     """YAML allows tabs as separation inside a line; libyaml (and Go's YAML, which Kubernetes
     and compose use) read `a:\t1`; ruamel.yaml refuses it. The scan reads it."""
     text = "env:\n  XLA_USE_BF16:\t'1'\n"
-    assert isinstance(nodes._compose_with_ruamel(text), tuple)
+    assert isinstance(nodes._compose_with_ruamel(text), Problem)
     [document] = nodes.compose(text)  # type: ignore[misc]
     [(key, value)] = document.value[0][1].value
     assert (key.value, value.value) == ("XLA_USE_BF16", "1")

@@ -319,37 +319,44 @@ def test_crlf_offsets_and_edits_keep_the_line_ends(catalogue: Catalogue) -> None
 
 
 @pytest.mark.parametrize(
-    ("text", "line"),
+    ("text", "line", "column"),
     [
-        ("a: 'unclosed\nXLA_USE_BF16: 1\n", 3),
-        ("a:\n\tXLA_USE_BF16: 1\n", 2),
-        ("env:\n  XLA_USE_BF16: 1\n bad: 2\n", 3),
-        ("x: *missing\nXLA_USE_BF16: 1\n", 1),
-        ("XLA_USE_BF16: \x07\n", 1),
+        ("a: 'unclosed\nXLA_USE_BF16: 1\n", 3, 1),  # the end of the stream
+        ("a:\n\tXLA_USE_BF16: 1\n", 2, 1),
+        ("env:\n  XLA_USE_BF16: 1\n bad: 2\n", 3, 2),
+        ("x: *missing\nXLA_USE_BF16: 1\n", 1, 4),
+        ("XLA_USE_BF16: \x07\n", 1, 15),
+        ("env:\n  XLA_USE_BF16: 1\n  XLA_USE_BF16: 2\n", 3, 3),  # the second of the keys
     ],
 )
-def test_invalid_yaml_is_a_problem_with_a_line_and_no_accesses(text: str, line: int) -> None:
+def test_invalid_yaml_is_a_problem_where_the_parser_stopped_and_no_accesses(
+    text: str, line: int, column: int
+) -> None:
     analysis = analyse(text, NAMES)
     assert analysis.accesses == ()
-    ((reported, message),) = analysis.problems
-    assert reported == line and message
+    (problem,) = analysis.problems
+    assert (problem.line, problem.column) == (line, column) and problem.message
 
 
 @pytest.mark.parametrize("depth", [201, 400])
 def test_nesting_too_deep_for_the_parser_is_a_problem_not_a_crash(depth: int) -> None:
     analysis = analyse("[" * depth + "XLA_USE_BF16" + "]" * depth, NAMES)
     assert analysis.accesses == ()
-    ((line, message),) = analysis.problems
-    assert line == 1 and "depth" in message
+    (problem,) = analysis.problems
+    assert problem.line == 1 and "depth" in problem.message
 
 
-def test_a_broken_file_is_reported_by_scan_with_its_line(catalogue: Catalogue) -> None:
-    result = scan_source(
-        "k.yaml", b"env:\n  XLA_USE_BF16: '1\n", "yaml", catalogue, frozenset(catalogue.rules)
-    )
+def test_a_broken_file_is_reported_by_scan_with_its_line_column_and_ruamels_words(
+    catalogue: Catalogue,
+) -> None:
+    data = b"env:\n  XLA_USE_BF16: [1\n  other: 2\n"
+    result = scan_source("k.yaml", data, "yaml", catalogue, frozenset(catalogue.rules))
     assert result.findings == ()
     ((error,),) = [result.errors]
-    assert error.line == 3 and error.message.startswith("could not parse: ")
+    assert (error.code, error.line, error.column) == ("XM901", 3, 8)  # the `:` in the sequence
+    assert error.message == (
+        "could not parse: expected ',' or ']', but got ':' while parsing a flow sequence"
+    )
 
 
 def test_files_that_name_no_flag_are_not_parsed() -> None:

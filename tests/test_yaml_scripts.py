@@ -227,8 +227,9 @@ def test_a_script_bash_rejects_is_a_problem_on_its_yaml_line() -> None:
     text = "jobs:\n  a:\n    steps:\n      - run: |\n          export XLA_USE_BF16=1\n"
     text += "          python t.py )\n"
     analysis = analyse(text, NAMES)
-    ((line, message),) = analysis.problems
-    assert line == 6 and message.startswith("bash")
+    (problem,) = analysis.problems
+    assert (problem.line, problem.column) == (6, 23)  # the `)`, in the YAML file
+    assert problem.message == "bash: syntax error near unexpected token `)'"
 
 
 # GitLab CI ------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from xlamigrate.kinds.textaccess import TextAnalysis
 from xlamigrate.model import (
     FileError,
     FileResult,
+    Finding,
     LaunchEdge,
     RewriteOutcome,
     RewriteReport,
@@ -67,6 +68,10 @@ _KEPT_BYTES = 256 << 20  # the tree's bytes kept from the first read, for the pr
 _Result = TypeVar("_Result")
 _T = TypeVar("_T")
 _SCRIPT_KINDS = ("python", "notebook")  # planned before the launchers (they may get a recipe)
+
+
+# The kinds of files that may build an image a launcher names (`docker build -t NAME`).
+_IMAGE_BUILDERS = frozenset({"shell", "makefile", "yaml"})
 
 
 @dataclass(frozen=True)
@@ -104,7 +109,7 @@ def scan_paths(
         layout = _Layout.of(
             work, discovery, settings, catalogue, request, workers, read.kept, enabled
         )
-        layout.pins = Pins(settings.root, settings.torch_xla_version)
+        layout.pins = _pins(settings, cache)
         if layout.project.scripts:
             planning = replace(request, plan_only=True)
             plan = partial(_rewrite_job, catalogue=catalogue, enabled=enabled, request=planning)
@@ -118,7 +123,16 @@ def scan_paths(
             if job.display in selected
         ]
         contextual = layout.with_contexts(work, request.mode)
-        scanned = workers.run(contextual, task, progress, memo="scan")
+        scanned = [
+            layout.result_with_problems(r)
+            for r in workers.run(contextual, task, progress, memo="scan")
+        ]
+        listed = {r.path for r in scanned}
+        scanned += [  # a launched script that names no flag: only its failed recipe's findings
+            FileResult(path, findings)
+            for path, findings in sorted(layout.problems.items())
+            if findings and path in selected and path not in listed
+        ]
     if cache is not None:
         cache.save()
     results = [FileResult(e.path, errors=(e,)) for e in unreadable] + scanned
@@ -155,7 +169,7 @@ def rewrite_paths(
         layout = _Layout.of(
             work, discovery, settings, catalogue, request, workers, read.kept, enabled
         )
-        layout.pins = Pins(settings.root, settings.torch_xla_version)
+        layout.pins = _pins(settings, cache)
         task = partial(_rewrite_job, catalogue=catalogue, enabled=enabled, request=request)
         scripts = layout.python_jobs(work, unreadable, selected)
         others = [j for j in work if j.kind not in _SCRIPT_KINDS and j.display in selected]
@@ -222,6 +236,10 @@ class _Layout:
     project: Project = field(default_factory=Project)
     pins: Pins | None = None  # the oldest torch-xla each Python file runs on
     failed: dict[str, str] = field(default_factory=dict)  # scripts without their recipe: why
+    # the findings of a failed script that say why (its launchers' findings cite the first):
+    # listed with the script's own, planned without the recipe, which no longer has them
+    problems: dict[str, tuple[Finding, ...]] = field(default_factory=dict)
+    enabled: frozenset[str] | None = None  # the rules selected (None: every one)
 
     @classmethod
     def of(
@@ -250,6 +268,7 @@ class _Layout:
                 settings.root,
                 python,
                 dockerfiles=[f.display for f in discovery.files if f.kind == "dockerfile"],
+                builders=[f.display for f in discovery.files if f.kind in _IMAGE_BUILDERS],
             ),
             read=partial(_read_display, files, kept or {}),
             others=[f.display for f in discovery.files],
@@ -259,7 +278,7 @@ class _Layout:
         )
         if workers.cache is not None:
             builder.remembered = partial(_remembered, workers.cache, files)
-        layout = cls(analysed, builder, {})
+        layout = cls(analysed, builder, {}, enabled=enabled)
         layout.decide({})
         return layout
 
@@ -303,7 +322,10 @@ class _Layout:
             newly = {o.path: why for o in planned if (why := self._unapplied(o)) is not None}
             newly = {path: why for path, why in newly.items() if path not in failed}
             if not newly:
-                return planned
+                return [self.with_problems(o) for o in planned]
+            self.problems.update(
+                {o.path: _recipe_problems(o, self.enabled) for o in planned if o.path in newly}
+            )
             failed.update(newly)
             before = self.contexts
             self.decide(failed)
@@ -311,6 +333,24 @@ class _Layout:
             replanned = workers.run(self.with_contexts(changed), task, memo=memo)
             redone = {o.path: o for o in replanned}
             planned = [redone.get(o.path, o) for o in planned]
+
+    def with_problems(self, outcome: RewriteOutcome) -> RewriteOutcome:
+        """The outcome with the failed recipe's findings its file lacks."""
+        merged = self._listed(outcome.path, outcome.remaining)
+        return outcome if merged is None else replace(outcome, remaining=merged)
+
+    def result_with_problems(self, result: FileResult) -> FileResult:
+        """The scan result with the failed recipe's findings its file lacks."""
+        merged = self._listed(result.path, result.findings)
+        return result if merged is None else replace(result, findings=merged)
+
+    def _listed(self, path: str, have: Sequence[Finding]) -> tuple[Finding, ...] | None:
+        known = {(f.code, f.cell, f.span) for f in have}
+        problems = self.problems.get(path, ())
+        missing = [f for f in problems if (f.code, f.cell, f.span) not in known]
+        if not missing:
+            return None
+        return tuple(sorted([*have, *missing], key=lambda f: f.sort_key))
 
     def hold(
         self,
@@ -448,6 +488,13 @@ class _Layout:
         if b"torch_xla" not in job.data:
             return context
         return replace(context, torch_xla=self.pins.floor(Path(job.display)))
+
+
+def _pins(settings: Settings, cache: RunCache | None) -> Pins:
+    """The project's pins, each pin file's read remembered for its bytes where a cache is kept."""
+    if cache is None:
+        return Pins(settings.root, settings.torch_xla_version)
+    return Pins(settings.root, settings.torch_xla_version, cache.answer)
 
 
 def _read_display(files: dict[str, Path], kept: dict[str, bytes], display: str) -> bytes | None:
@@ -728,6 +775,20 @@ def _pointed(outcome: RewriteOutcome, whole: RewriteOutcome, command: str) -> Re
         for f in outcome.remaining
     )
     return replace(outcome, remaining=remaining)
+
+
+def _recipe_problems(
+    outcome: RewriteOutcome, enabled: frozenset[str] | None
+) -> tuple[Finding, ...]:
+    """What kept a script's recipe from going in whole (no model found, no forward pass), of
+    the rules selected."""
+    from xlamigrate.kinds.python.planner import RECIPE_PROBLEMS
+
+    return tuple(
+        f
+        for f in outcome.remaining
+        if f.code in RECIPE_PROBLEMS and (enabled is None or f.code in enabled)
+    )
 
 
 def _crash(job: _Job, crash: Exception) -> FileError:

@@ -37,6 +37,15 @@ OWN_FOLDER = "<launcher folder>"
 # container runs (`<image>/app/train.py`; `<image>train.py`: relative to the image's WORKDIR).
 REPOSITORY_ROOT = "<repository root>"
 IMAGE = "<image>"
+# Which image, where the launcher says: `<image built=CONTEXT;DOCKERFILE>` (a compose `build:`,
+# from the launcher's folder), `<image named=NAME>` (an `image:` the project may build).
+_IMAGE_SPEC = "<image "
+BUILT = "built="
+NAMED = "named="
+# Where a launch's path starts after its shell moved to a folder not known statically
+# (`cd "$WORK_DIR"`): `<folder not known: WHY>/train.py`, WHY saying which move.
+UNKNOWN_FOLDER = "<folder not known: "
+_UNKNOWN_END = ">/"
 _ANCHORS = (OWN_FOLDER, REPOSITORY_ROOT, IMAGE)
 # How a launch that runs a function of a Python file is written (a Ray Train worker loop, a
 # Metaflow step): `train.py::train_func`. Its process starts in that function, not at the
@@ -64,18 +73,46 @@ def in_checkout(folder: str | None, script: str) -> str:
     return posixpath.join(REPOSITORY_ROOT, folder or "", script)
 
 
-def in_image(script: str, workdir: str | None = None) -> str:
-    """A script a container runs, from `workdir` (None: the image's WORKDIR) where relative."""
+def in_image(script: str, workdir: str | None = None, image: str | None = None) -> str:
+    """A script a container runs, from `workdir` (None: the image's WORKDIR) where relative;
+    `image`: which image (`BUILT` or `NAMED` and its words; None: not known)."""
     if script.startswith("<"):
         return script
     if workdir and not script.startswith("/"):
         script = posixpath.join(workdir, script)
+    if image is not None and ">" not in image:
+        return f"{_IMAGE_SPEC}{image}>{script}"
     return IMAGE + script
+
+
+def image_spec(written: str) -> str | None:
+    """Which image a container's launch names (`BUILT...`, `NAMED...`; None: not known)."""
+    if not written.startswith(_IMAGE_SPEC):
+        return None
+    return written[len(_IMAGE_SPEC) :].partition(">")[0]
+
+
+def in_unknown_folder(why: str, script: str) -> str:
+    """A script launched from a folder not known here; `why` says which move made it so."""
+    if script.startswith(("/", "<")):
+        return script
+    return f"{UNKNOWN_FOLDER}{why.replace(_UNKNOWN_END, '> /')}{_UNKNOWN_END}{script}"
+
+
+def unknown_folder(written: str) -> str | None:
+    """Why a launch's folder is not known (None: it is, or the launcher's own)."""
+    if not written.startswith(UNKNOWN_FOLDER):
+        return None
+    return written[len(UNKNOWN_FOLDER) :].partition(_UNKNOWN_END)[0]
 
 
 def anchored(written: str) -> tuple[str | None, str]:
     """(anchor, path) of a launch's script as the project writes it (anchor None: as the
     launcher wrote it, from its own working directory)."""
+    if written.startswith(UNKNOWN_FOLDER):
+        return UNKNOWN_FOLDER, written.partition(_UNKNOWN_END)[2]
+    if written.startswith(_IMAGE_SPEC):
+        return IMAGE, written.partition(">")[2]
     for anchor in _ANCHORS:
         if written.startswith(anchor):
             return anchor, written[len(anchor) :].removeprefix("/" if anchor != IMAGE else "")
@@ -85,7 +122,7 @@ def anchored(written: str) -> tuple[str | None, str]:
 def as_written(written: str) -> str:
     """The script's path as its launcher wrote it (for messages)."""
     anchor, path = anchored(written)
-    return path if anchor in (REPOSITORY_ROOT, IMAGE) else written
+    return path if anchor in (REPOSITORY_ROOT, IMAGE, UNKNOWN_FOLDER) else written
 
 
 def split_function(written: str) -> tuple[str, str | None]:

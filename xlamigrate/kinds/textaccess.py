@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from xlamigrate.flagvalue import FlagValue
 from xlamigrate.model import Access, Applicability, Span, Target
@@ -106,9 +106,23 @@ class TextMention:
 
 
 @dataclass(frozen=True)
+class Problem:
+    """What could not be read, in the parser's words, and where it stopped (1-based, in the
+    file; None where the parser does not say)."""
+
+    line: int | None
+    message: str
+    column: int | None = None
+
+    def within(self, label: str) -> Problem:
+        """The problem as the construct holding the text it was found in names it."""
+        return replace(self, message=f"{label}: {self.message}")
+
+
+@dataclass(frozen=True)
 class TextAnalysis:
     accesses: tuple[TextAccess, ...] = ()
-    problems: tuple[tuple[int | None, str], ...] = ()  # (line, message): what could not be read
+    problems: tuple[Problem, ...] = ()  # what could not be read
     mentions: tuple[TextMention, ...] = ()
     launches: tuple[LaunchSite, ...] = ()
 
@@ -125,6 +139,11 @@ class LineIndex:
     def position(self, offset: int) -> tuple[int, int]:
         line = bisect.bisect_right(self.starts, offset) - 1
         return line + 1, offset - self.starts[line] + 1
+
+    def problem(self, offset: int, message: str) -> Problem:
+        """`message` about the text at `offset`."""
+        line, column = self.position(offset)
+        return Problem(line, message, column)
 
     def span(self, start: int, end: int) -> Span:
         line, column = self.position(start)

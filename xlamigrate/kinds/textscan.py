@@ -77,11 +77,14 @@ class _Decoded:
 
 def _decode(path: str, data: bytes) -> _Decoded | FileError:
     bom = data.startswith(b"\xef\xbb\xbf")
+    body = data[3:] if bom else data
     try:
-        return _Decoded(data[3:].decode("utf-8") if bom else data.decode("utf-8"), bom)
-    except UnicodeDecodeError as error:
-        line = data.count(b"\n", 0, error.start) + 1
-        return FileError(path, line, f"could not decode as UTF-8: {error.reason}")
+        return _Decoded(body.decode("utf-8"), bom)
+    except UnicodeDecodeError as error:  # where: the line, and the characters before it there
+        line = body.count(b"\n", 0, error.start) + 1
+        before = body[body.rfind(b"\n", 0, error.start) + 1 : error.start].decode("utf-8")
+        message = f"could not decode as UTF-8: {error.reason}"
+        return FileError(path, line, message, column=len(before) + 1)
 
 
 def _analyse(kind: TextKind, text: str, catalogue: Catalogue) -> TextAnalysis:
@@ -186,7 +189,8 @@ def with_decision(access: TextAccess, context: FileContext) -> TextAccess:
 
 def _problems(path: str, analysis: TextAnalysis) -> tuple[FileError, ...]:
     return tuple(
-        FileError(path, line, f"could not parse: {message}") for line, message in analysis.problems
+        FileError(path, p.line, f"could not parse: {p.message}", column=p.column)
+        for p in analysis.problems
     )
 
 

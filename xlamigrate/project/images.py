@@ -18,6 +18,7 @@ from xlamigrate.kinds.dockerfile.parse import (
     from_stage,
     parse,
 )
+from xlamigrate.project.dockerignore import DockerIgnore
 
 _GLOB = frozenset("*?[")
 
@@ -50,19 +51,45 @@ class Image:
             return None
         return posixpath.normpath(posixpath.join(self.workdir, path))
 
-    def source_of(self, path: str, is_file: Exists, is_folder: Exists) -> str | None:
+    def source_of(
+        self,
+        path: str,
+        is_file: Exists,
+        is_folder: Exists,
+        context: str | None = None,
+        ignore: DockerIgnore | None = None,
+    ) -> str | None:
         """The project file (display path) the image's absolute `path` holds: the last COPY
-        that puts a file of the build context there. The context is the Dockerfile's folder,
-        or the nearest folder above it that holds every source its copies name."""
-        context = self._context(is_file, is_folder)
+        that puts a file of the build `context` there, not left out by its `ignore` file.
+        Without a context, the Dockerfile's folder, or the nearest folder above it that holds
+        every source its copies name."""
+        return self.lookup(path, is_file, is_folder, context, ignore)[0]
+
+    def lookup(
+        self,
+        path: str,
+        is_file: Exists,
+        is_folder: Exists,
+        context: str | None = None,
+        ignore: DockerIgnore | None = None,
+    ) -> tuple[str | None, str | None]:
+        """(the file at `path`, as `source_of`; a file a COPY would put there that the ignore
+        file leaves out of the context, where that is all there is)."""
+        context = self.context(is_file, is_folder) if context is None else context
+        left_out = None
         for copy in reversed(self.copies):
             for source in copy.sources:
                 found = _copied_to(path, source, copy, context, is_file, is_folder)
-                if found is not None:
-                    return found
-        return None
+                if found is None:
+                    continue
+                inside = posixpath.relpath(found, context or ".")
+                if ignore is not None and ignore.ignores(inside):
+                    left_out = left_out or found
+                    continue
+                return found, None
+        return None, left_out
 
-    def _context(self, is_file: Exists, is_folder: Exists) -> str:
+    def context(self, is_file: Exists, is_folder: Exists) -> str:
         here = posixpath.dirname(self.dockerfile)
         named = [s for c in self.copies for s in c.sources if not _GLOB & set(s) and s != "."]
         folder = here
@@ -167,17 +194,40 @@ def _join(folder: str, path: str) -> str:
     return posixpath.normpath(posixpath.join(folder, path)) if folder else posixpath.normpath(path)
 
 
+@dataclass(frozen=True)
+class Built:
+    """An image as a build makes it: its Dockerfile's, from a build context (None: the one
+    its copies imply), less what that context's ignore file leaves out."""
+
+    image: Image
+    context: str | None = None
+    ignore: DockerIgnore | None = None
+
+
+@dataclass(frozen=True)
+class Mapping:
+    """Per image (its Dockerfile) that holds a project file at an image path: that file; and
+    the files a COPY would have put there that an ignore file leaves out."""
+
+    found: dict[str, str]
+    left_out: tuple[str, ...] = ()  # why each was left out
+
+
 def images_mapping(
-    path: str, images: Sequence[Image], is_file: Exists, is_folder: Exists
-) -> dict[str, str]:
-    """Per image (its Dockerfile) that holds a project file at the image path `path` (absolute,
-    or relative to each image's WORKDIR): that file."""
+    path: str, builds: Sequence[Built], is_file: Exists, is_folder: Exists
+) -> Mapping:
+    """Per image that holds a project file at the image path `path` (absolute, or relative to
+    each image's WORKDIR): that file."""
     found = {}
-    for image in images:
+    left_out = []
+    for build in builds:
+        image = build.image
         absolute = image.absolute(path)
         if absolute is None:
             continue
-        source = image.source_of(absolute, is_file, is_folder)
+        source, ignored = image.lookup(absolute, is_file, is_folder, build.context, build.ignore)
         if source is not None:
             found[image.dockerfile] = source
-    return found
+        elif ignored is not None and build.ignore is not None:
+            left_out.append(f"{build.ignore.path} leaves {ignored} out of the build context")
+    return Mapping(found, tuple(left_out))

@@ -1,10 +1,12 @@
 """Which file of the project a launch line names (`torchrun train.py`, `CMD ["python",
 "/app/train.py"]`), from the working directory of the process that runs it: a shell script's
-or notebook's folder, then the project root (what real launchers mean); a CI step's checkout
-(its working-directory applied); a container's image, through the COPY and ADD instructions of
-the project's Dockerfile that builds it; a path the shell engine found below the launcher's own
-folder (`$SCRIPT_DIR/train.py`) only there. Never by a file's name alone: a path found nowhere
-is not a file of this project, and the resolver says why."""
+or notebook's folder, then the project root (what real launchers mean), with the shell's own
+`cd`/`pushd` applied (the shell engine's path); a CI step's checkout (its working-directory
+applied); a container's image, through the COPY and ADD instructions of the project's
+Dockerfile that builds it; a path the shell engine found below the launcher's own folder
+(`$SCRIPT_DIR/train.py`, `cd "$(dirname "$0")"`) only there. Never by a file's name alone: a
+path found nowhere, or run from a folder the launcher moved to without saying which, is not a
+file of this project, and the resolver says why."""
 
 from __future__ import annotations
 
@@ -16,8 +18,20 @@ from pathlib import Path
 
 from xlamigrate.discover import folder_display
 from xlamigrate.kinds import kind_by_name
-from xlamigrate.kinds.launch import IMAGE, OWN_FOLDER, REPOSITORY_ROOT, anchored, split_function
-from xlamigrate.project.images import Image, image_of, images_mapping
+from xlamigrate.kinds.launch import (
+    BUILT,
+    IMAGE,
+    NAMED,
+    OWN_FOLDER,
+    REPOSITORY_ROOT,
+    anchored,
+    image_spec,
+    split_function,
+    unknown_folder,
+)
+from xlamigrate.project.builds import Build, image_builds, normal_name
+from xlamigrate.project.dockerignore import DockerIgnore, parse_dockerignore
+from xlamigrate.project.images import Built, Image, image_of, images_mapping
 
 _WORKFLOWS = ".github/"  # a GitHub Actions workflow's checkout holds the folder of this name
 
@@ -45,9 +59,12 @@ class ScriptResolver:
     root: Path
     files: dict[str, Path]  # display path -> where it is, for every Python file discovered
     dockerfiles: Sequence[str] = ()  # the project's Dockerfiles (display paths)
+    builders: Sequence[str] = ()  # files that may build images (scripts, Makefiles, YAML)
     read: Callable[[str], str | None] = _read_text
     cache: dict[tuple[str, str], Resolution] = field(default_factory=dict)
     _images: dict[str, Image] = field(default_factory=dict)
+    _ignores: dict[str, DockerIgnore | None] = field(default_factory=dict)
+    _builds: dict[str, list[Build]] | None = None
     _file_folders: frozenset[str] | None = None
     _disk_folders: dict[str, bool] = field(default_factory=dict)
 
@@ -66,6 +83,9 @@ class ScriptResolver:
         return self.cache[key]
 
     def _resolve(self, launcher: str, written: str) -> Resolution:
+        moved = unknown_folder(written)
+        if moved is not None:
+            return Resolution(None, moved)
         if not written.endswith(".py") or "$" in written:
             return Resolution(None)
         here = os.path.dirname(launcher)
@@ -75,7 +95,7 @@ class ScriptResolver:
         if anchor == REPOSITORY_ROOT:
             return self._in_checkout(launcher, path)
         if anchor == IMAGE:
-            return self._in_image(launcher, path)
+            return self._in_image(launcher, path, image_spec(written))
         if path.startswith("/"):
             return Resolution(None, "an absolute path outside the project")
         relative = posixpath.normpath(path)
@@ -104,26 +124,76 @@ class ScriptResolver:
         name = posixpath.basename(path)
         return Resolution(None, f"the step runs it from {where}, which holds no {name}")
 
-    def _in_image(self, launcher: str, path: str) -> Resolution:
+    def _in_image(self, launcher: str, path: str, spec: str | None = None) -> Resolution:
         """A container's script: the file the image's Dockerfile copies to that path. The
-        launcher's own image where it is a Dockerfile; else the one file every project
+        launcher's own image where it is a Dockerfile; the one its `build:` or its image's
+        name says (a `docker build -t NAME` of the project); else the one file every project
         Dockerfile that copies one there agrees on."""
         own = kind_by_name(posixpath.basename(launcher)) == "dockerfile"
-        names = [launcher] if own else list(self.dockerfiles)
-        images = [image for name in names if (image := self._image(name)) is not None]
-        found = images_mapping(path, images, self._is_file, self._is_folder)
+        linked = True  # the image is known: the Dockerfile is the one that builds it
+        if own:
+            builds = self._built([launcher])
+        elif spec is not None and spec.startswith(BUILT):
+            context, _, dockerfile = spec[len(BUILT) :].partition(";")
+            folder = _join(os.path.dirname(launcher), context)
+            named = _join(folder, dockerfile)
+            builds = self._built([named], folder)
+            if not builds:
+                return Resolution(None, f"its build names {named}, which is not in the project")
+        else:
+            name = normal_name(spec[len(NAMED) :]) if spec and spec.startswith(NAMED) else None
+            matched = self._image_builds().get(name, []) if name else []
+            builds = [b for m in matched for b in self._built([m.dockerfile], m.context)]
+            if not builds:
+                builds, linked = self._built(self.dockerfiles), False
+        mapping = images_mapping(path, builds, self._is_file, self._is_folder)
+        found = mapping.found
         sources = set(found.values())
         if len(sources) == 1:
             return Resolution(sources.pop())
-        if own:
-            where = (images[0].absolute(path) if images else None) or path
-            return Resolution(None, f"this Dockerfile copies no file of the project to {where}")
+        if not sources and mapping.left_out:
+            return Resolution(None, "; ".join(dict.fromkeys(mapping.left_out)))
+        if linked and builds:
+            image = builds[0].image
+            where = image.absolute(path) or path
+            which = "this Dockerfile" if own else f"{image.dockerfile}, which builds its image,"
+            return Resolution(None, f"{which} copies no file of the project to {where}")
         if not sources:
             return Resolution(None, f"no Dockerfile of the project copies a file to {path}")
         which = ", ".join(sorted(found))
         return Resolution(
             None, f"the Dockerfiles {which} copy different files there: which image runs is unknown"
         )
+
+    def _built(self, dockerfiles: Sequence[str], context: str | None = None) -> list[Built]:
+        """The images of `dockerfiles`, built from `context` (None: the one each implies),
+        less what the context's `.dockerignore` leaves out."""
+        out = []
+        for dockerfile in dockerfiles:
+            image = self._image(dockerfile)
+            if image is None:
+                continue
+            folder = (
+                context if context is not None else image.context(self._is_file, self._is_folder)
+            )
+            out.append(Built(image, folder, self._ignore(folder, dockerfile)))
+        return out
+
+    def _ignore(self, context: str, dockerfile: str) -> DockerIgnore | None:
+        """The ignore file of a build: the Dockerfile's own (`Dockerfile.dockerignore`, as
+        BuildKit reads it), else the context's `.dockerignore`."""
+        for path in (f"{dockerfile}.dockerignore", _join(context, ".dockerignore")):
+            if path not in self._ignores:
+                text = self.read(path) if Path(path).is_file() else None
+                self._ignores[path] = None if text is None else parse_dockerignore(text, path)
+            if self._ignores[path] is not None:
+                return self._ignores[path]
+        return None
+
+    def _image_builds(self) -> dict[str, list[Build]]:
+        if self._builds is None:
+            self._builds = image_builds(self.builders, self.read, self._is_file)
+        return self._builds
 
     def _image(self, dockerfile: str) -> Image | None:
         if dockerfile not in self._images:

@@ -10,7 +10,7 @@ from xlamigrate import __version__
 from xlamigrate.kinds.launch import described, split_function
 from xlamigrate.model import RewriteOutcome, RewriteReport
 from xlamigrate.report.json_format import error_json, finding_json, launch_json
-from xlamigrate.report.text_format import error_line, finding_line
+from xlamigrate.report.text_format import error_line, finding_text, joined
 
 
 def render_json(
@@ -78,17 +78,18 @@ def grouped_diffs(report: RewriteReport, diffs: dict[str, str]) -> str:
 
 
 def render_text(report: RewriteReport, applied: bool) -> str:
-    lines = []
+    """Per file what changed, then what is left there, each finding as scan prints it."""
+    blocks = []
     verb = "rewrote" if applied else "would rewrite"
     for outcome in report.outcomes:
         if outcome.changed:
             done = "created" if outcome.created and applied else verb
             done = "would create" if outcome.created and not applied else done
             what = outcome.why or _plural(len(outcome.fixed), "fix", "fixes")
-            lines.append(f"{outcome.path}: {done} ({what})")
-        lines.extend(finding_line(finding) for finding in outcome.remaining)
-    lines.extend(error_line(error) for error in report.errors)
-    return "".join(line + "\n" for line in lines)
+            blocks.append(f"{outcome.path}: {done} ({what})")
+        blocks.extend(finding_text(finding) for finding in outcome.remaining)
+    blocks.extend(error_line(error) for error in report.errors)
+    return joined(blocks)
 
 
 def summary(report: RewriteReport, applied: bool) -> str:

@@ -4,6 +4,8 @@ form (`concise`) for tools that read `path:line:col: CODE message` lines."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.model import FileError, Finding, ScanReport
 
@@ -12,9 +14,19 @@ INDENT = "  "
 
 
 def render(report: ScanReport, catalogue: Catalogue) -> str:
-    blocks = ["\n".join(finding_block(finding)) for finding in report.findings]
-    blocks += [error_line(error) for error in report.errors]
+    blocks = [finding_text(finding) for finding in report.findings]
+    return joined(blocks + [error_line(error) for error in report.errors])
+
+
+def joined(blocks: Sequence[str]) -> str:
+    """Blocks (a finding's lines, or a line of their own) as the text output prints them: a
+    blank line between them where any has more than its first line."""
     return "".join(block + "\n" for block in _spaced(blocks))
+
+
+def finding_text(finding: Finding) -> str:
+    """A finding's block (see `finding_block`) as one string."""
+    return "\n".join(finding_block(finding))
 
 
 def finding_block(finding: Finding) -> list[str]:
@@ -36,7 +48,8 @@ def is_fixable(finding: Finding) -> bool:
 
 
 def finding_line(finding: Finding) -> str:
-    """The whole finding on one line (`--output-format concise`, rewrite's own listing)."""
+    """The whole finding on one line (`--output-format concise`; what a rewrite of standard
+    input leaves, on stderr, for an editor)."""
     fix = f" [fix: {finding.fix.applicability}]" if finding.fix else ""
     return f"{finding_location(finding)}: {finding.code} {finding.message}{fix}"
 
@@ -55,8 +68,8 @@ def location(path: str, line: int | None, column: int | None) -> str:
     return ":".join(parts)
 
 
-def _spaced(blocks: list[str]) -> list[str]:
+def _spaced(blocks: Sequence[str]) -> list[str]:
     """A blank line between findings, where any of them has more than its first line."""
     if not any("\n" in block for block in blocks):
-        return blocks
+        return list(blocks)
     return [block + ("\n" if index < len(blocks) - 1 else "") for index, block in enumerate(blocks)]

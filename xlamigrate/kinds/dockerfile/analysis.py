@@ -25,7 +25,14 @@ from xlamigrate.kinds.dockerfile.parse import (
 )
 from xlamigrate.kinds.launch import in_image
 from xlamigrate.kinds.shell.auto_cast import auto_cast_none_edits
-from xlamigrate.kinds.textaccess import TextAccess, TextAnalysis, TextEdit, TextMention
+from xlamigrate.kinds.textaccess import (
+    LineIndex,
+    Problem,
+    TextAccess,
+    TextAnalysis,
+    TextEdit,
+    TextMention,
+)
 from xlamigrate.neuronflags import NEURON_CC_FLAGS
 
 # Values written without quotes (the legacy ENV form also takes single spaces between words).
@@ -49,7 +56,7 @@ def analyse(text: str, names: frozenset[str]) -> TextAnalysis:
     parsed = parse(text)
     accesses: list[TextAccess] = []
     mentions: list[TextMention] = []
-    problems: list[tuple[int | None, str]] = list(parsed.problems)
+    problems: list[Problem] = list(parsed.problems)
     shells = _shells(parsed.instructions)
     launched_by: list[tuple[str, ...]] | None = None
     run_in: list[str | None] | None = None
@@ -58,7 +65,9 @@ def analyse(text: str, names: frozenset[str]) -> TextAnalysis:
             continue
         keyword = instruction.keyword
         if keyword not in KEYWORDS:
-            problems.append((instruction.line, f"unknown instruction {keyword}"))
+            first = text[instruction.start : instruction.keyword_end]
+            at = instruction.keyword_end - len(first.lstrip(" \t"))
+            problems.append(LineIndex(text).problem(at, f"unknown instruction {keyword}"))
             continue
         note = _ONBUILD_NOTE * instruction.onbuild
         if keyword in COMMANDS:
@@ -75,7 +84,8 @@ def analyse(text: str, names: frozenset[str]) -> TextAnalysis:
         try:
             written = _assignments(instruction, names, parsed.escape, note)
         except Unparsable as error:
-            problems.append((instruction.line, f"{keyword}: {error}"))
+            at = instruction.args.start_of(error.at or 0)  # else where its arguments start
+            problems.append(LineIndex(text).problem(at, f"{keyword}: {error}"))
             written = []
         if keyword == "ENV" and not instruction.onbuild and written:
             if launched_by is None:
@@ -86,7 +96,7 @@ def analyse(text: str, names: frozenset[str]) -> TextAnalysis:
     accesses.sort(key=lambda access: (access.start, access.end))
     return TextAnalysis(
         tuple(accesses),
-        tuple(sorted(problems, key=lambda p: p[0] or 0)),
+        tuple(sorted(problems, key=lambda p: (p.line or 0, p.column or 0))),
         tuple(sorted(mentions, key=lambda m: m.start)),
     )
 
@@ -158,7 +168,7 @@ def _assignments(
         if raw.startswith("#"):
             break  # a trailing comment (for a suppression): Docker rejects it, the user meant one
         if "=" not in raw and context.form == "ENV":
-            raise Unparsable(f"expected NAME=VALUE, found {raw!r}")
+            raise Unparsable(f"expected NAME=VALUE, found {raw!r}", start)
         items.append((start, end, raw.partition("=")[0]))
     removable = [name in context.names and name != NEURON_CC_FLAGS for _, _, name in items]
     removals = item_removals(
@@ -170,8 +180,10 @@ def _assignments(
             continue
         raw = args.text[start:end]
         has_value = "=" in raw
-        value = docker_value(raw[len(name) + 1 :], context.escape) if has_value else None
         value_start = start + len(name) + 1
+        value = (
+            docker_value(raw[len(name) + 1 :], context.escape, value_start) if has_value else None
+        )
         auto_cast = None
         if name == NEURON_CC_FLAGS and has_value and value is None:  # `"${NEURON_CC_FLAGS} -O1"`
             merges = [
@@ -209,8 +221,8 @@ def _legacy_env(instruction: Instruction, context: _Context) -> list[TextAccess]
     if name not in context.names:
         return []
     if not match.group(2):
-        raise Unparsable(f"{name} has no value (ENV NAME VALUE or ENV NAME=VALUE)")
-    value = docker_value(match.group(2), context.escape)
+        raise Unparsable(f"{name} has no value (ENV NAME VALUE or ENV NAME=VALUE)", match.start(1))
+    value = docker_value(match.group(2), context.escape, match.start(2))
     return [
         TextAccess(
             variable=name,

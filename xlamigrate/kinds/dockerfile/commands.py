@@ -99,9 +99,7 @@ def _read(
         may_be_empty=not keep_command,
         whole=instruction.removal if whole else None,
     )
-    problems = tuple(
-        (line, f"{instruction.keyword}: {message}") for line, message in found.problems
-    )
+    problems = tuple(problem.within(instruction.keyword) for problem in found.problems)
     return TextAnalysis(found.accesses, problems, found.mentions)
 
 

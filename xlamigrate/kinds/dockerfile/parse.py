@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from xlamigrate.kinds.embedded import Embedded
-from xlamigrate.kinds.textaccess import TextEdit
+from xlamigrate.kinds.textaccess import LineIndex, Problem, TextEdit
 
 KEYWORDS = frozenset(
     {
@@ -27,7 +27,12 @@ _EXPANDS = re.compile(r"\$[A-Za-z_{(]")
 
 
 class Unparsable(Exception):
-    """Raised while reading one instruction; it becomes a `problems` entry."""
+    """Raised while reading one instruction; it becomes a `problems` entry. `at`: where in the
+    text read (its index), where the reader can say."""
+
+    def __init__(self, message: str, at: int | None = None) -> None:
+        super().__init__(message)
+        self.at = at
 
 
 @dataclass(frozen=True)
@@ -61,7 +66,7 @@ class Instruction:
 class Parsed:
     instructions: tuple[Instruction, ...]
     escape: str
-    problems: tuple[tuple[int, str], ...]
+    problems: tuple[Problem, ...]
 
 
 def parse(text: str) -> Parsed:
@@ -69,7 +74,7 @@ def parse(text: str) -> Parsed:
     escape = _escape_directive(text, lines)
     continued = re.compile(re.escape(escape) + r"[ \t]*$")
     instructions: list[Instruction] = []
-    problems: list[tuple[int, str]] = []
+    problems: list[Problem] = []
     index = 0
     while index < len(lines):
         start, end, _ = lines[index]
@@ -110,7 +115,9 @@ def parse(text: str) -> Parsed:
                 while index < len(lines) and not _ends_heredoc(text, lines[index], match):
                     index += 1
                 if index == len(lines):
-                    problems.append((first + 1, f"heredoc {match.group(3)} is never closed"))
+                    never_closed = f"heredoc {match.group(3)} is never closed"
+                    at = args.start_of(match.start())
+                    problems.append(LineIndex(text).problem(at, never_closed))
                     body_end = stop = len(text)
                 else:
                     body_end = lines[index][0]
@@ -223,11 +230,13 @@ def docker_words(chars: str, escape: str) -> list[tuple[int, int]]:
     return words
 
 
-def docker_value(raw: str, escape: str) -> str | None:
+def docker_value(raw: str, escape: str, at: int = 0) -> str | None:
     """What Docker makes of a word: quotes removed, `escape` applied (inside double quotes only
-    before `"`, `$` or itself); None when it expands a variable."""
+    before `"`, `$` or itself); None when it expands a variable. `at`: where `raw` starts in the
+    text read (an unterminated quote says where it opened there)."""
     out = []
     quote = ""
+    opened = 0
     index = 0
     while index < len(raw):
         char = raw[index]
@@ -248,12 +257,12 @@ def docker_value(raw: str, escape: str) -> str | None:
         elif char == '"' and quote:
             quote = ""
         elif char in "'\"" and not quote:
-            quote = char
+            quote, opened = char, index
         else:
             out.append(char)
         index += 1
     if quote:
-        raise Unparsable(f"unterminated {quote} quote")
+        raise Unparsable(f"unterminated {quote} quote", at + opened)
     return "".join(out)
 
 

@@ -1,6 +1,8 @@
 """INI files (`tox.ini`, `pytest.ini`, `setup.cfg`, any `*.ini`/`*.cfg`), read with iniconfig
 (pytest's own reader): a variable set in tox's `setenv` or pytest-env's `env` is a write at its
 own line and column; a flag named anywhere else outside comments is named for review (XM301).
+A tox.ini, setup.cfg or pytest.ini that iniconfig cannot read is XM901 (tox and pytest refuse
+it too); any other file that does not read as INI only names its flags (XM301).
 The rewrite does not edit INI files: every finding is manual and says what to do."""
 
 from __future__ import annotations
@@ -14,8 +16,13 @@ from xlamigrate.catalogue import Catalogue
 from xlamigrate.flagvalue import FlagValue
 from xlamigrate.kinds import textscan
 from xlamigrate.kinds.embedded import CannotRender
-from xlamigrate.kinds.ini.settings import EnvironmentSetting, entry, setting_for
-from xlamigrate.kinds.textaccess import TextAccess, TextAnalysis, TextMention
+from xlamigrate.kinds.ini.settings import (
+    EnvironmentSetting,
+    entry,
+    read_by_its_tool,
+    setting_for,
+)
+from xlamigrate.kinds.textaccess import Problem, TextAccess, TextAnalysis, TextMention
 from xlamigrate.kinds.unread import used_in_string
 from xlamigrate.model import FileResult, RewriteOutcome
 from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING
@@ -44,6 +51,8 @@ def analyse_file_text(file: str, text: str, names: frozenset[str]) -> TextAnalys
     try:
         config = iniconfig.IniConfig(file, data=text)
     except iniconfig.ParseError as error:
+        if read_by_its_tool(file):  # XM901, where iniconfig stopped
+            return TextAnalysis(problems=(_problem(lines, error.lineno, error.msg),))
         unreadable = f"in a file that does not read as INI (line {error.lineno + 1}: {error.msg})"
         return TextAnalysis(mentions=_mentions(lines, starts, names, set(), lambda _: unreadable))
     accesses: list[TextAccess] = []
@@ -70,6 +79,15 @@ def analyse_file_text(file: str, text: str, names: frozenset[str]) -> TextAnalys
 
     mentions = _mentions(lines, starts, names - _TRACKED_ONLY, read_lines, where)
     return TextAnalysis(tuple(accesses), mentions=mentions)
+
+
+def _problem(lines: list[str], number: int, message: str) -> Problem:
+    """iniconfig's words about 0-based line `number`, at the line's first character that is not
+    blank (iniconfig names a line, not a column)."""
+    if not 0 <= number < len(lines):
+        return Problem(number + 1, message)
+    line = lines[number]
+    return Problem(number + 1, message, len(line) - len(line.lstrip()) + 1)
 
 
 def _value_lines(lines: list[str], first: int) -> list[int]:

@@ -35,6 +35,12 @@ SETTINGS: tuple[EnvironmentSetting, ...] = (
 )  # fmt: skip
 
 
+def read_by_its_tool(file: str) -> bool:
+    """Whether a tool reads a file of this name as INI (tox, pytest), so that one iniconfig
+    cannot read is a file that tool cannot read either (any other `*.cfg` may be no INI)."""
+    return any(fnmatch.fnmatchcase(file, pattern) for s in SETTINGS for pattern in s.files)
+
+
 def setting_for(file: str, section: str, key: str) -> EnvironmentSetting | None:
     for setting in SETTINGS:
         if (

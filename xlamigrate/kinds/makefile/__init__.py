@@ -10,7 +10,7 @@ from xlamigrate.flagvalue import FlagValue
 from xlamigrate.kinds import textscan
 from xlamigrate.kinds.embedded import CannotRender
 from xlamigrate.kinds.makefile.syntax import Assignment, Expansion, read
-from xlamigrate.kinds.textaccess import TextAccess, TextAnalysis, TextMention
+from xlamigrate.kinds.textaccess import Problem, TextAccess, TextAnalysis, TextMention
 
 _RECIPE_NOTE = " in a Makefile recipe"
 _BY_HAND = (
@@ -36,7 +36,7 @@ def analyse(text: str, names: frozenset[str]) -> TextAnalysis:
     makefile = read(text)
     accesses: list[TextAccess] = []
     mentions: list[TextMention] = []
-    problems: list[tuple[int | None, str]] = []
+    problems: list[Problem] = []
     assigned = {assignment.name for assignment in makefile.assignments}
     for recipe in makefile.recipes:
         for expansion in recipe.expansions:
@@ -53,7 +53,7 @@ def analyse(text: str, names: frozenset[str]) -> TextAnalysis:
         found = analyse_source(recipe.shell, names, note=_RECIPE_NOTE)
         accesses.extend(_by_hand(access) for access in found.accesses)
         mentions.extend(found.mentions)
-        problems.extend((line, f"recipe: {message}") for line, message in found.problems)
+        problems.extend(problem.within("recipe") for problem in found.problems)
     for assignment in makefile.assignments:
         if assignment.name not in names:
             continue

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 from xlamigrate.flagvalue import FlagValue
@@ -22,11 +23,21 @@ from xlamigrate.kinds.embedded import Embedded
 from xlamigrate.kinds.launch import Launch, launch, program_named
 from xlamigrate.kinds.shell.commands import RECIPE_VARIABLES, Command, Place, Word, prefix_count
 from xlamigrate.kinds.shell.ownfolder import OwnFolder
-from xlamigrate.kinds.shell.syntax import Node, Parsed, bash_rejects, error_nodes, parse, walk
+from xlamigrate.kinds.shell.syntax import (
+    Node,
+    Parsed,
+    bash_rejects,
+    error_nodes,
+    parse,
+    rejected_at,
+    walk,
+)
 from xlamigrate.kinds.shell.words import literal, string_text
+from xlamigrate.kinds.shell.workdir import MOVERS, START_DIRECTORY, WorkingDirectory
 from xlamigrate.kinds.textaccess import (
     Branch,
     LaunchSite,
+    Problem,
     TextAccess,
     TextAnalysis,
     TextEdit,
@@ -71,7 +82,7 @@ class ShellAnalysis:
 
     accesses: tuple[TextAccess, ...] = ()
     mentions: tuple[TextMention, ...] = ()
-    problems: tuple[tuple[int | None, str], ...] = ()
+    problems: tuple[Problem, ...] = ()
     launches: tuple[Launch, ...] = ()
     sites: tuple[LaunchSite, ...] = ()  # where each Python script is launched (host offsets)
 
@@ -147,6 +158,7 @@ class _Script:
     must_parse: bool = True
     branch: Branch = ()  # the arms around the command that holds it
     own_folder: bool = False  # a script file of its own: `$(dirname "$0")` is its folder
+    where: WorkingDirectory = START_DIRECTORY  # the folder it starts in (`cd x && bash -c`)
 
 
 @dataclass
@@ -163,7 +175,7 @@ class _Analyser:
     names: frozenset[str]
     accesses: dict[tuple[str, int], _Pending] = field(default_factory=dict)
     launches: list[tuple[int, int, Launch, LaunchSite | None]] = field(default_factory=list)
-    problems: list[tuple[int | None, str]] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
     # host ranges where a flag's name is only text: comments, what echo and printf print
     quiet: list[tuple[int, int]] = field(default_factory=list)
     pending: list[_Script] = field(default_factory=list)
@@ -192,13 +204,17 @@ class _Analyser:
         whole: TextEdit | None = None,
         must_parse: bool = True,
         branch: Branch = (),
+        where: WorkingDirectory | None = None,
     ) -> None:
         key = (source.start_of(0), source.end_of(len(source.text)))
         if key in self.seen:
             return
         self.seen.add(key)
         self.last_script += 1
-        script = _Script(source, self.last_script, note, may_be_empty, whole, must_parse, branch)
+        script = _Script(
+            source, self.last_script, note, may_be_empty, whole, must_parse, branch,
+            where=where or START_DIRECTORY,
+        )  # fmt: skip
         self.pending.append(script)
 
     def add(
@@ -291,6 +307,9 @@ class ScriptReader:
         self.arms: list[tuple[int, int]] = list(script.branch)
         self.capturing = 0  # inside how many command substitutions (`$(...)`, backquotes)
         self.folder: OwnFolder | None = None  # read on the first word that expands something
+        self.where = script.where  # the folder the shell is in (`cd`, `pushd`, `popd`)
+        # per conditional construct being read: the folder it started in, and its arms' ends
+        self.arm_folders: list[tuple[WorkingDirectory, list[WorkingDirectory]]] = []
 
     @property
     def branch(self) -> Branch:
@@ -338,15 +357,31 @@ class ScriptReader:
             rejected = bash_rejects(self.text)
         except OSError:  # no bash here (or it hung): tree-sitter's word stands
             first = errors[0]
-            line = self.host_line(self.parsed.start(first))
-            rejected_line: int | None = line
             message = f"tree-sitter-bash cannot read `{self.parsed.raw(first)[:40]}`"
-            self.analyser.problems.append((rejected_line, f"bash syntax: {message}"))
+            if first.is_missing:  # (a token it recovered around: it has no text)
+                message = f"tree-sitter-bash finds `{first.type}` missing"
+            self.analyser.problems.append(
+                self.host_problem(self.parsed.start(first), f"bash syntax: {message}")
+            )
             return
-        if rejected is not None:
+        if rejected is not None:  # bash's line and words; where on that line, as it says
             line, message = rejected
             offset = _line_offset(self.text, line)
-            self.analyser.problems.append((self.host_line(offset), f"bash: {message}"))
+            at = rejected_at(self.text, offset, message)
+            if at is None:  # else where tree-sitter's first error on that line starts
+                end = _line_offset(self.text, line + 1)
+                starts = [self.parsed.start(node) for node in errors]
+                at = next((start for start in starts if offset <= start < end), None)
+            if at is None:
+                problem = Problem(self.host_line(offset), f"bash: {message}")
+            else:
+                problem = self.host_problem(at, f"bash: {message}")
+            self.analyser.problems.append(problem)
+
+    def host_problem(self, offset: int, message: str) -> Problem:
+        """`message` about the text at `offset`, placed in the host file."""
+        host, at = self.analyser.host, self.source.start_of(offset)
+        return Problem(host.count("\n", 0, at) + 1, message, at - host.rfind("\n", 0, at))
 
     def host_line(self, offset: int) -> int:
         host_offset = self.source.start_of(offset)
@@ -382,6 +417,7 @@ class ScriptReader:
         kind = node.type
         if kind in ("else_clause", "elif_clause") and node.parent is not None:
             outer = self.arms.pop() if self.arms else None  # the `then` arm of the same `if`
+            self.next_arm()
             with self.under(node.parent, node):
                 self.body(node, may_be_empty=False)
             if outer is not None:
@@ -389,6 +425,7 @@ class ScriptReader:
         elif kind == "do_group":
             self.body(node, may_be_empty=False)
         elif kind == "case_item" and node.parent is not None:
+            self.next_arm()
             with self.under(node.parent, node):
                 self.body(node, may_be_empty=True)
         elif kind == "heredoc_body":
@@ -416,9 +453,12 @@ class ScriptReader:
                 operator = ""
         chain: Node | None = None  # the first command of the current `a && b || c` chain
         decides = False  # whether the chain so far chooses what runs next (a test, an `||`)
+        moved: str | None = None  # a move of the folder the chain makes only in some cases
         for index, (item, before) in enumerate(items):
             if before not in ("&&", "||") or chain is None:
-                chain, decides = item, False
+                if moved is not None:
+                    self.where = self.where.unknown(moved)
+                chain, decides, moved = item, False, None
             elif before == "||":
                 decides = True
             previous = items[index - 1][0] if index else None
@@ -437,9 +477,16 @@ class ScriptReader:
             if chain is item or not decides:  # `cd dir && export X=1`: a failure ends the run
                 self.statement(item, place)
             else:  # `[[ $P == bf16 ]] && export X=1`: runs in the configurations the test picks
+                where = self.where
                 with self.under(chain, chain):
                     self.statement(item, place)
+                if self.where != where and moved is None:
+                    line = self.host_line(self.parsed.start(item))
+                    command = " ".join(self.parsed.raw(item).split())
+                    moved = f"`{command}` at line {line} runs in some cases only"
             decides = decides or self.is_test(item)
+        if moved is not None:
+            self.where = self.where.unknown(moved)
 
     def is_test(self, node: Node) -> bool:
         """`[[ ... ]]`, `[ ... ]`, `test ...`, `(( ... ))`: a command whose status is an answer."""
@@ -504,24 +551,64 @@ class ScriptReader:
         elif kind in ("pipeline", "negated_command"):  # no command there can go alone
             for child in node.children:
                 if child.type in _STATEMENTS:
-                    self.statement(child, Place(in_pipeline=True))
+                    with self.own_folder(kind == "pipeline"):  # (each part: a subshell)
+                        self.statement(child, Place(in_pipeline=True))
         elif kind == "list":
             self.sequence([node], place.may_be_empty, place.top)
         elif kind in ("compound_statement", "subshell"):
             if node.children and node.children[0].type == "((":
                 self.expansions(node)
             else:
-                self.body(node, may_be_empty=False)
+                with self.own_folder(kind == "subshell"):
+                    self.body(node, may_be_empty=False)
         elif kind in ("if_statement", "while_statement"):
-            with self.under(node, node):
+            with self.under(node, node), self.arm_folder(node):
                 self.body(node, may_be_empty=False)
         elif kind == "case_statement":
-            self.body(node, may_be_empty=True)
-        elif kind in ("for_statement", "c_style_for_statement", "function_definition"):
-            with self.under(node, node):
+            with self.arm_folder(node):
+                self.body(node, may_be_empty=True)
+        elif kind in ("for_statement", "c_style_for_statement"):
+            with self.under(node, node), self.arm_folder(node):
+                self.body(node, may_be_empty=False)
+        elif kind == "function_definition":  # (its `cd` moves the callers too: not followed)
+            with self.under(node, node), self.own_folder():
                 self.body(node, may_be_empty=False)
         else:  # test_command
             self.expansions(node)
+
+    @contextmanager
+    def own_folder(self, applies: bool = True) -> Iterator[None]:
+        """A subshell's (a function's): a move inside it leaves the shell's folder as it was."""
+        where = self.where
+        try:
+            yield
+        finally:
+            if applies:
+                self.where = where
+
+    @contextmanager
+    def arm_folder(self, construct: Node) -> Iterator[None]:
+        """A conditional construct or a loop: where one of its arms (or the loop's body,
+        which may not run) moves the folder, the folder after it is not known."""
+        start = self.where
+        self.arm_folders.append((start, []))
+        try:
+            yield
+        finally:
+            _, ends = self.arm_folders.pop()
+            if any(end != start for end in (*ends, self.where)):
+                keyword = construct.children[0].type if construct.children else construct.type
+                line = self.host_line(self.parsed.start(construct))
+                self.where = start.unknown(
+                    f"the `{keyword}` at line {line} changes the folder in some cases only"
+                )
+
+    def next_arm(self) -> None:
+        """The next arm of the construct being read starts where the construct did."""
+        if self.arm_folders:
+            start, ends = self.arm_folders[-1]
+            ends.append(self.where)
+            self.where = start
 
     def redirect(self, node: Node) -> None:
         if node.type == "heredoc_redirect":
@@ -537,7 +624,8 @@ class ScriptReader:
         source = self.source.inner(Embedded.slice(self.text, start, end))
         remote = _remote_reader(node)
         note = _HEREDOC_NOTE if remote is None else _REMOTE_NOTE.format(program=remote)
-        self.analyser.new_script(source, note, must_parse=False, branch=self.branch)
+        where = self.where if remote is None else None
+        self.analyser.new_script(source, note, must_parse=False, branch=self.branch, where=where)
 
     def expansions(self, node: Node) -> None:
         """Command and process substitutions inside a command's words: their commands."""
@@ -545,11 +633,13 @@ class ScriptReader:
             if child.type == "command_substitution":
                 self.capturing += 1
                 try:
-                    self.body(child, may_be_empty=True)
+                    with self.own_folder():
+                        self.body(child, may_be_empty=True)
                 finally:
                     self.capturing -= 1
             elif child.type == "process_substitution":
-                self.body(child, may_be_empty=True)
+                with self.own_folder():
+                    self.body(child, may_be_empty=True)
             elif child.type == "heredoc_redirect":
                 self.heredoc(child)
             elif child.child_count and child.type not in _STATEMENTS:
@@ -608,10 +698,13 @@ class ScriptReader:
         if not rest:
             ctx.assignments(prefixes)
             return
-        made = launch([self.known(w) for w in rest], [w.raw for w in rest])
+        values = [self.known(w) for w in rest]
+        made = launch(values, [w.raw for w in rest])
         script = made.python_script
         site = None
         if script:
+            script = self.where.folder.placed(script)  # (from the folder the shell is in)
+            made = replace(made, script=script)
             # a write on the command line itself (`env X=1 torchrun`) comes before the launch
             at = made.script_index if made.script_index is not None else 0
             start = self.source.start_of(rest[at].start)
@@ -637,6 +730,9 @@ class ScriptReader:
             ctx.slurm(rest, scripts)
         for index in made.shell_strings:
             self.shell_string(rest, index, made)
+        if name in MOVERS:
+            spelled = f"`{' '.join(w.raw for w in rest)}` at line {self.host_line(rest[0].start)}"
+            self.where = self.where.after([name, *values[1:]], spelled)
 
     def known(self, word: Word) -> str | None:
         """The word's value; in a script file, `$SCRIPT_DIR/train.py` and the like too, the
@@ -675,7 +771,8 @@ class ScriptReader:
         elif word.value.startswith("-"):  # --wrap=...
             program += f" {word.value.partition('=')[0]}"
         note = (_REMOTE_NOTE if made.remote else _STRING_NOTE).format(program=program)
-        self.analyser.new_script(self.source.inner(inner), note, branch=self.branch)
+        where = None if made.remote else self.where
+        self.analyser.new_script(self.source.inner(inner), note, branch=self.branch, where=where)
 
     def quiet_text(self, node: Node | None) -> None:
         """Marks the literal text of a printed word (not the commands substituted into it)."""

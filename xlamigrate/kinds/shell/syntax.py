@@ -16,6 +16,9 @@ from typing import Any
 
 Node = Any  # tree_sitter.Node (the module is imported lazily)
 _BASH_ERROR = re.compile(r"line (\d+): (.*)")
+_NEAR_TOKEN = re.compile(r"near unexpected token `(.+)'$")
+_NEVER_CLOSED = re.compile(r"looking for matching `(.)'$")
+_OPENERS = {")": "(", "}": "{", "]": "["}
 
 
 @cache
@@ -107,3 +110,26 @@ def bash_rejects(text: str) -> tuple[int, str] | None:
         if match:
             return int(match.group(1)), match.group(2).strip()
     return 1, message[0] if message else "bash -n rejects the script"
+
+
+def rejected_at(text: str, start: int, message: str) -> int | None:
+    """Where in the line of `text` starting at `start` bash's syntax error `message` points: at
+    the unexpected token; at the quote or bracket never closed (the end of the text, where bash
+    stopped, when that line does not show it); at the end of the text for an unexpected end of
+    file. None where the message names nothing the line shows."""
+    end = text.find("\n", start)
+    end = len(text) if end == -1 else end
+    token = _NEAR_TOKEN.search(message)
+    if token:
+        if token.group(1) == "newline":
+            return end
+        found = text.find(token.group(1), start, end)
+        return found if found != -1 else None
+    never_closed = _NEVER_CLOSED.search(message)
+    if never_closed:
+        opener = _OPENERS.get(never_closed.group(1), never_closed.group(1))
+        found = text.rfind(opener, start, end)
+        return found if found != -1 else len(text)
+    if "unexpected end of file" in message:
+        return len(text)
+    return None

@@ -13,9 +13,9 @@ import string
 
 from xlamigrate.apitable import Version
 from xlamigrate.flagvalue import FlagValue
-from xlamigrate.kinds.textaccess import TextAccess, TextAnalysis
+from xlamigrate.kinds.textaccess import Problem, TextAccess, TextAnalysis
 from xlamigrate.kinds.yaml import nxdt
-from xlamigrate.kinds.yaml.nodes import MERGE_TAG, Node, compose, each_node, is_null, text
+from xlamigrate.kinds.yaml.nodes import MERGE_TAG, Node, documents, each_node, is_null, text
 from xlamigrate.kinds.yaml.scripts import Scripts
 from xlamigrate.kinds.yaml.sites import Site, find_sites
 from xlamigrate.recipes import DEFAULT_MODE
@@ -49,15 +49,15 @@ def analyse(
     oldest neuronx-distributed-training the project pins)."""
     if not _mentions(text, names):
         return TextAnalysis()
-    documents = compose(text)
-    if isinstance(documents, tuple):
-        return TextAnalysis(problems=(documents,))
-    duplicate = _duplicate_key(documents)
+    composed = documents(text)
+    if isinstance(composed, Problem):
+        return TextAnalysis(problems=(composed,))
+    duplicate = _duplicate_key(composed)
     if duplicate is not None:
         return TextAnalysis(problems=(duplicate,))
     scripts = Scripts(text, names)
     finder = _Finder(text, names, scripts, mode, nxdt_floor)
-    for document in documents:
+    for document in composed:
         finder.visit(document)
     found = scripts.result
     accesses = sorted([*finder.accesses, *found.accesses], key=lambda a: (a.start, a.variable))
@@ -93,21 +93,23 @@ def _mentions(text: str, names: frozenset[str]) -> bool:
     )
 
 
-def _duplicate_key(documents: list[Node]) -> tuple[int, str] | None:
-    """The first key (in the file) that a mapping names twice, as (line, message). YAML forbids
+def _duplicate_key(composed: list[Node]) -> Problem | None:
+    """The first key (in the file) that a mapping names twice, at its second place. YAML forbids
     it and Kubernetes, compose and Actions reject such a file: which value counts would be a
     guess, and a rewrite built on a guess could drop the value that did."""
-    first: tuple[int, str] | None = None
-    for node in each_node(documents):
+    first: Problem | None = None
+    for node in each_node(composed):
         if node.id != "mapping":
             continue
         lines: dict[tuple[str, str], int] = {}
         for name, _ in node.value:
             if name.id != "scalar" or str(name.tag) == MERGE_TAG:
                 continue
-            key, line = (str(name.tag), str(name.value)), name.start_mark.line + 1
-            if key in lines and (first is None or line < first[0]):
-                first = line, f"duplicate key {name.value!r} (first on line {lines[key]})"
+            key, mark = (str(name.tag), str(name.value)), name.start_mark
+            line, column = mark.line + 1, mark.column + 1
+            if key in lines and (first is None or (line, column) < (first.line, first.column)):
+                message = f"duplicate key {name.value!r} (first on line {lines[key]})"
+                first = Problem(line, message, column)
             lines.setdefault(key, line)
     return first
 

@@ -9,6 +9,8 @@ import warnings
 from collections.abc import Iterator
 from typing import Any, Protocol
 
+from xlamigrate.kinds.textaccess import LineIndex, Problem
+
 NULL_TAG = "tag:yaml.org,2002:null"
 MERGE_TAG = "tag:yaml.org,2002:merge"  # `<<`: may repeat
 _CORE_TAGS = "tag:yaml.org,2002:"  # anything else (`!reference`, `!Ref`) is the tool's to read
@@ -29,7 +31,14 @@ class Node(Protocol):
 
 
 def compose(text: str) -> list[Node] | tuple[int | None, str]:
-    """The documents' node trees, or (line, message) when the text is not YAML.
+    """The documents' node trees, or (line, message) when the text is not YAML (see
+    `documents`)."""
+    found = documents(text)
+    return (found.line, found.message) if isinstance(found, Problem) else found
+
+
+def documents(text: str) -> list[Node] | Problem:
+    """The documents' node trees, or where and why the text is not YAML.
 
     The text goes through libyaml's C parser where PyYAML has it, composed here as ruamel.yaml
     composes (its tags, resolved by its YAML 1.2 resolver, and its styles); text with a byte
@@ -46,7 +55,7 @@ def compose(text: str) -> list[Node] | tuple[int | None, str]:
 _LIBYAML_MISREADS = re.compile("[\ufeff\x85\u2028\u2029]")
 
 
-def _compose_with_ruamel(text: str) -> list[Node] | tuple[int | None, str]:
+def _compose_with_ruamel(text: str) -> list[Node] | Problem:
     from ruamel.yaml import YAML
     from ruamel.yaml.error import MarkedYAMLError
     from ruamel.yaml.reader import ReaderError
@@ -57,15 +66,17 @@ def _compose_with_ruamel(text: str) -> list[Node] | tuple[int | None, str]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # a reused anchor is a warning, not a problem here
             return [document for document in yaml.compose_all(text) if document]
-    except MarkedYAMLError as error:
+    except MarkedYAMLError as error:  # its mark: where the parser stopped (0-based)
         mark = error.problem_mark or error.context_mark
         message = " ".join(str(part) for part in (error.problem, error.context) if part)
-        return (mark.line + 1 if mark else None, message or type(error).__name__)
+        message = message or type(error).__name__
+        if mark is None:
+            return Problem(None, message)
+        return Problem(mark.line + 1, message, mark.column + 1)
     except ReaderError as error:
-        line = text.count("\n", 0, error.position) + 1
-        return (line, str(error).splitlines()[0])
+        return LineIndex(text).problem(error.position, str(error).splitlines()[0])
     except Exception as error:  # whatever else the parser trips on, the run goes on
-        return (None, f"{type(error).__name__}: {error}")
+        return Problem(None, f"{type(error).__name__}: {error}")
 
 
 class _Composed:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from xlamigrate.flagvalue import FlagValue
 from xlamigrate.kinds.embedded import Embedded
 from xlamigrate.kinds.launch import Launch
-from xlamigrate.kinds.textaccess import TextAccess, TextEdit, TextMention
+from xlamigrate.kinds.textaccess import Problem, TextAccess, TextEdit, TextMention
 from xlamigrate.kinds.yaml.positions import Positions
 from xlamigrate.kinds.yaml.scalar import read_alone, scalar_source
 from xlamigrate.kinds.yaml.sites import Script, Site
@@ -39,7 +39,7 @@ class ScriptAnalysis:
 
     accesses: list[TextAccess] = field(default_factory=list)
     mentions: list[TextMention] = field(default_factory=list)
-    problems: list[tuple[int | None, str]] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
 
 
 class Scripts:

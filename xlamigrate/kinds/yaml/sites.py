@@ -11,7 +11,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from xlamigrate.kinds.launch import Launch, in_checkout, in_image, launch, program_named
+from xlamigrate.kinds.launch import (
+    BUILT,
+    NAMED,
+    Launch,
+    in_checkout,
+    in_image,
+    launch,
+    program_named,
+)
 from xlamigrate.kinds.textaccess import TextEdit
 from xlamigrate.kinds.yaml.nodes import Node, fields, is_list, is_null, is_string, text
 from xlamigrate.kinds.yaml.positions import Positions
@@ -51,13 +59,14 @@ class Site:
     # (the launcher's folder, then the project root, stand for it); `workdir` within it.
     runs_in: Literal["checkout", "image"] | None = None
     workdir: str | None = None
+    image: str | None = None  # which image a container runs (see `in_image`), where known
 
     def placed(self, script: str) -> str:
         """A script the site runs, as the project resolves it: from its working directory."""
         if self.runs_in == "checkout":
             return in_checkout(self.workdir, script)
         if self.runs_in == "image":
-            return in_image(script, self.workdir)
+            return in_image(script, self.workdir, self.image)
         return script
 
     def launch(self) -> Launch | None:
@@ -275,7 +284,48 @@ def _in_container(owner: Node, dialect: Dialect = "compose") -> dict[str, Any]:
     key = "workingDir" if dialect == "kubernetes" else "working_dir"
     folder = fields(owner).get(key)
     workdir = text(folder) if folder is not None and is_string(folder) else None
-    return {"runs_in": "image", "workdir": workdir}
+    return {"runs_in": "image", "workdir": workdir, "image": _image(owner, dialect)}
+
+
+def _image(owner: Node, dialect: Dialect) -> str | None:
+    """Which image the container runs: a compose service's `build:` (its context and
+    Dockerfile, from the compose file's folder), else its `image:` name (None: not known)."""
+    found = fields(owner)
+    build = found.get("build") if dialect == "compose" else None
+    if build is not None:
+        context, dockerfile = compose_build(build)
+        if context is None or dockerfile is None:
+            return None
+        return f"{BUILT}{context};{dockerfile}"
+    name = found.get("image")
+    if name is None or not is_string(name):
+        return None
+    value = text(name).strip()
+    return f"{NAMED}{value}" if value and "$" not in value and ";" not in value else None
+
+
+def compose_build(build: Node) -> tuple[str | None, str | None]:
+    """(context, Dockerfile from the context) of a compose `build:`; None where not known."""
+    if is_string(build):
+        context: Node | None = build
+        dockerfile: Node | None = None
+    elif build.id == "mapping":
+        context, dockerfile = fields(build).get("context"), fields(build).get("dockerfile")
+        if "dockerfile_inline" in fields(build):
+            return None, None
+    else:
+        return None, None
+    folder = text(context) if context is not None and is_string(context) else "."
+    name = text(dockerfile) if dockerfile is not None and is_string(dockerfile) else "Dockerfile"
+    if context is not None and not is_string(context):
+        return None, None
+    if dockerfile is not None and not is_string(dockerfile):
+        return None, None
+    if any(c in word for word in (folder, name) for c in "$;") or "://" in folder:
+        return None, None
+    if folder.startswith("git@") or folder.endswith(".git"):
+        return None, None
+    return folder, name
 
 
 def _runs_a_shell_reading_stdin(made: Launch) -> bool:
