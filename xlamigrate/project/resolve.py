@@ -15,6 +15,7 @@ import posixpath
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from xlamigrate.discover import folder_display
 from xlamigrate.kinds import kind_by_name
@@ -29,9 +30,11 @@ from xlamigrate.kinds.launch import (
     split_function,
     unknown_folder,
 )
-from xlamigrate.project.builds import Build, image_builds, normal_name
-from xlamigrate.project.dockerignore import DockerIgnore, parse_dockerignore
-from xlamigrate.project.images import Built, Image, image_of, images_mapping
+
+if TYPE_CHECKING:  # (the containers' modules load only where a container's launch is resolved)
+    from xlamigrate.project.builds import Build
+    from xlamigrate.project.dockerignore import DockerIgnore
+    from xlamigrate.project.images import Built, Image
 
 _WORKFLOWS = ".github/"  # a GitHub Actions workflow's checkout holds the folder of this name
 
@@ -129,6 +132,9 @@ class ScriptResolver:
         launcher's own image where it is a Dockerfile; the one its `build:` or its image's
         name says (a `docker build -t NAME` of the project); else the one file every project
         Dockerfile that copies one there agrees on."""
+        from xlamigrate.project.builds import normal_name
+        from xlamigrate.project.images import images_mapping
+
         own = kind_by_name(posixpath.basename(launcher)) == "dockerfile"
         linked = True  # the image is known: the Dockerfile is the one that builds it
         if own:
@@ -168,6 +174,8 @@ class ScriptResolver:
     def _built(self, dockerfiles: Sequence[str], context: str | None = None) -> list[Built]:
         """The images of `dockerfiles`, built from `context` (None: the one each implies),
         less what the context's `.dockerignore` leaves out."""
+        from xlamigrate.project.images import Built
+
         out = []
         for dockerfile in dockerfiles:
             image = self._image(dockerfile)
@@ -182,6 +190,8 @@ class ScriptResolver:
     def _ignore(self, context: str, dockerfile: str) -> DockerIgnore | None:
         """The ignore file of a build: the Dockerfile's own (`Dockerfile.dockerignore`, as
         BuildKit reads it), else the context's `.dockerignore`."""
+        from xlamigrate.project.dockerignore import parse_dockerignore
+
         for path in (f"{dockerfile}.dockerignore", _join(context, ".dockerignore")):
             if path not in self._ignores:
                 text = self.read(path) if Path(path).is_file() else None
@@ -192,6 +202,8 @@ class ScriptResolver:
 
     def _image_builds(self) -> dict[str, list[Build]]:
         if self._builds is None:
+            from xlamigrate.project.builds import image_builds
+
             self._builds = image_builds(self.builders, self.read, self._is_file)
         return self._builds
 
@@ -200,6 +212,8 @@ class ScriptResolver:
             text = self.read(dockerfile)
             if text is None:
                 return None
+            from xlamigrate.project.images import image_of
+
             self._images[dockerfile] = image_of(dockerfile, text)
         return self._images[dockerfile]
 
