@@ -230,3 +230,27 @@ def test_an_empty_selection_warns_as_ruff_does_and_exits_clean(
     assert result.exit_code == 0, result.output
     assert "warning: No files to check under the given path(s)" in result.output
     assert "XM101" not in result.output
+
+
+@pytest.mark.parametrize("case", PROJECTS, ids=lambda p: p.name)
+def test_an_editor_s_buffer_gets_the_answer_its_file_gets(
+    case: Path, catalogue: Catalogue, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `--stdin-filename NAME`: NAME judged in its project (the launch graph over the root), the
+    # buffer's bytes for the file's: the findings and the rewrite `scan NAME`/`rewrite NAME` give
+    work = project_copy(case, tmp_path, ".git")
+    monkeypatch.chdir(tmp_path)
+    options = ("--no-cache", "--ignore", ",".join(PRECISION_IGNORE))
+    whole = scanned(["checkout"], catalogue)
+    assert whole, "the case has findings"
+    for path in sorted(whole):
+        data = Path(path).read_bytes()
+        on_disk = invoke("scan", "-f", "json", *options, path)
+        buffer = invoke("scan", "-f", "json", *options, "--stdin-filename", path, stdin=data)
+        assert (buffer.exit_code, buffer.stdout) == (on_disk.exit_code, on_disk.stdout), path
+        piped = invoke("rewrite", *options, "--stdin-filename", path, stdin=data)
+        assert Path(path).read_bytes() == data  # (the buffer's rewrite is printed, not written)
+        invoke("rewrite", *options, path)
+        assert piped.stdout == Path(path).read_text(encoding="utf-8"), path
+        Path(path).write_bytes(data)
+    assert tree(work) == tree(case / "before")

@@ -14,7 +14,7 @@ import stat
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -92,16 +92,19 @@ def scan_paths(
     progress: Progress = SILENT,
     use_cache: bool = False,
     selection: Selection | None = None,
+    overlay: Mapping[str, bytes] | None = None,
 ) -> ScanReport:
     """Scans the named files (and those under named folders) as part of the project below
     `settings.root`: its launch graph is built over all of it, so a file gets the findings a
     scan of the whole root gives it, whatever else is named (`discovery`: the named paths').
+    `overlay`: files (by display path) read as these bytes, not as on disk (an editor's
+    buffer, `--stdin-filename`).
     With `use_cache`, what earlier runs found for unchanged files is reused (cache.py)."""
     selection = selection or select(paths, settings, discovery, use_cache=use_cache)
     discovery, selected = selection.project, selection.displays
     enabled = catalogue.select(settings.select, settings.ignore)
     cache = open_for_run(settings, enabled) if use_cache else None
-    read = _flagged_files(discovery, catalogue, enabled, cache)
+    read = _flagged_files(discovery, catalogue, enabled, cache, overlay or {})
     work, unreadable = read.work, _about(read.unreadable, selection)
     # The launchers' findings say what `rewrite` (in the configured mode) would do with them.
     request = RewriteRequest(settings.mode or DEFAULT_MODE, target=settings.target)
@@ -150,6 +153,7 @@ def rewrite_paths(
     progress: Progress = SILENT,
     use_cache: bool = False,
     selection: Selection | None = None,
+    overlay: Mapping[str, bytes] | None = None,
 ) -> RewriteReport:
     """Plans the rewrite of every flagged file named (or under a named folder) and of every
     script of them a launcher of the project starts with a legacy flag; writes nothing (the
@@ -163,7 +167,7 @@ def rewrite_paths(
     discovery, selected = selection.project, selection.displays
     enabled = catalogue.select(settings.select, settings.ignore)
     cache = open_for_run(settings, enabled) if use_cache else None
-    read = _flagged_files(discovery, catalogue, enabled, cache)
+    read = _flagged_files(discovery, catalogue, enabled, cache, overlay or {})
     work, unreadable = read.work, _about(read.unreadable, selection)
     with _Workers(jobs, work, cache) as workers:
         layout = _Layout.of(
@@ -546,6 +550,7 @@ def _flagged_files(
     catalogue: Catalogue,
     enabled: frozenset[str] = frozenset(),
     cache: RunCache | None = None,
+    overlay: Mapping[str, bytes] | None = None,
 ) -> _Read:
     """The files that mention a flag or a torch-xla API of the table (read once), and those
     that could not be read. A file the cache knows unchanged and unflagged is not read."""
@@ -557,10 +562,12 @@ def _flagged_files(
     ]
     kept: dict[str, bytes] = {}
     budget = _KEPT_BYTES
+    overlay = overlay or {}
     for source in discovery.files:
-        if cache is not None and cache.known_unflagged(source.path, source.kind):
+        given = overlay.get(source.display)
+        if given is None and cache is not None and cache.known_unflagged(source.path, source.kind):
             continue
-        read = _read(source)
+        read = _read(source) if given is None else given
         if isinstance(read, FileError):
             unreadable.append(read)
             continue
@@ -568,7 +575,11 @@ def _flagged_files(
             kept[source.display] = read
             budget -= len(read)
         decide = partial(prefilter.may_have_findings, source.kind, read)
-        if cache.flagged(source.path, source.kind, read, decide) if cache else decide():
+        if given is not None:  # (bytes not on disk: the cache does not remember them for it)
+            flagged = decide()
+        else:
+            flagged = cache.flagged(source.path, source.kind, read, decide) if cache else decide()
+        if flagged:
             work.append(_Job(source.display, read, source.kind))
     return _Read(work, unreadable, kept)
 

@@ -113,6 +113,8 @@ def run(args: Namespace) -> int:
     targets = paths or [Path(".")]
     if args.stdin_filename is None:
         running.fail_on_missing(targets)
+    else:  # (the project is found from the file's place, as ruff finds its configuration)
+        targets = [Path(args.stdin_filename)]
     catalogue = running.load_catalogue()
     settings = running.load_settings(
         targets,
@@ -133,7 +135,9 @@ def run(args: Namespace) -> int:
         runtime=args.runtime or settings.runtime or DEFAULT_RUNTIME,
     )
     if args.stdin_filename is not None:
-        return _rewrite_stdin(args.stdin_filename, paths, settings, catalogue, request, diff)
+        return _rewrite_stdin(
+            args.stdin_filename, paths, settings, catalogue, request, diff, use_cache
+        )
     discovery = named_files(targets, settings, use_cache)
     if discovery.missing:
         fail(f"no such file or directory: {', '.join(discovery.missing)}")
@@ -211,10 +215,14 @@ def _rewrite_stdin(
     catalogue: Catalogue,
     request: RewriteRequest,
     diff: bool,
+    use_cache: bool = False,
 ) -> int:
     """An editor's buffer: the rewrite (or, with --diff, the diff) on stdout, the rest on
-    stderr; exit 1 when findings are left for manual work (or, with --diff, a change is due)."""
-    from xlamigrate.engine import rewrite_source
+    stderr; exit 1 when findings are left for manual work (or, with --diff, a change is due).
+    A buffer named after a file of the project is planned as `rewrite NAME` plans that file,
+    with the buffer's bytes; else alone."""
+    from xlamigrate.engine import rewrite_paths, rewrite_source
+    from xlamigrate.model import RewriteOutcome
     from xlamigrate.report.text_format import error_line, finding_line
     from xlamigrate.writer import unified_diff
 
@@ -223,7 +231,25 @@ def _rewrite_stdin(
         return EXIT_CLEAN  # excluded: nothing to say (the editor keeps its buffer)
     display, data, kind = source
     enabled = catalogue.select(settings.select, settings.ignore)
-    outcome = rewrite_source(display, data, kind, catalogue, enabled, request)
+    project = running.in_project(name, data, settings, use_cache)
+    outcome = None
+    if project is not None:
+        selection, overlay = project
+        report = rewrite_paths(
+            [Path(name)],
+            settings,
+            catalogue,
+            request,
+            use_cache=use_cache,
+            selection=selection,
+            overlay=overlay,
+        )
+        outcome = next((o for o in report.outcomes if o.path in overlay), None)
+        errors = [e for e in report.errors if e.path in overlay]
+        if outcome is None:  # (nothing in it to rewrite or report)
+            outcome = RewriteOutcome(display, data, None, errors=tuple(errors))
+    if outcome is None:
+        outcome = rewrite_source(display, data, kind, catalogue, enabled, request)
     rewritten = outcome.rewritten if outcome.changed and outcome.rewritten is not None else data
     if diff:
         sys.stdout.write(unified_diff(display, data, rewritten) if rewritten != data else "")

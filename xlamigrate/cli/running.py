@@ -127,6 +127,25 @@ def stdin_source(
     return display_path(Path(name)), data, kind
 
 
+def in_project(
+    name: str, data: bytes, settings: Settings, use_cache: bool
+) -> tuple[Selection, dict[str, bytes]] | None:
+    """A buffer named after a file of the project, judged in it as that file would be (the
+    launch graph over the whole root, its bytes the buffer's): its selection and the overlay;
+    None for a name no file of the project has (judged alone)."""
+    from xlamigrate.discover import discover
+    from xlamigrate.selection import select
+
+    path = Path(name)
+    if not path.is_file():
+        return None
+    discovery = discover([path], settings)
+    if len(discovery.files) != 1:
+        return None
+    chosen = select([path], settings, discovery, use_cache=use_cache)
+    return chosen, {discovery.files[0].display: data}
+
+
 def as_paths(values: list[str] | None) -> list[Path] | None:
     """The PATHS arguments (None where none was given)."""
     return [Path(value) for value in values] if values else None

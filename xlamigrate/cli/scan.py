@@ -92,6 +92,8 @@ def run(args: Namespace) -> int:
     targets = paths or [Path(".")]
     if args.stdin_filename is None:
         running.fail_on_missing(targets)
+    else:  # (the project is found from the file's place, as ruff finds its configuration)
+        targets = [Path(args.stdin_filename)]
     catalogue = running.load_catalogue()
     settings = running.load_settings(
         targets,
@@ -104,7 +106,7 @@ def run(args: Namespace) -> int:
         args.torch_xla_version,
     )
     if args.stdin_filename is not None:
-        report = _scan_stdin(args.stdin_filename, paths, settings, catalogue)
+        report = _scan_stdin(args.stdin_filename, paths, settings, catalogue, use_cache)
     else:
         discovery = named_files(targets, settings, use_cache)
         if discovery.missing:
@@ -136,9 +138,11 @@ def run(args: Namespace) -> int:
 
 
 def _scan_stdin(
-    name: str, paths: list[Path] | None, settings: Settings, catalogue: Catalogue
+    name: str, paths: list[Path] | None, settings: Settings, catalogue: Catalogue, use_cache: bool
 ) -> ScanReport:
-    from xlamigrate.engine import scan_source
+    """The buffer's findings: those `scan NAME` gives the file with the buffer's bytes (a
+    file of the project); else the buffer's alone."""
+    from xlamigrate.engine import scan_paths, scan_source
     from xlamigrate.findings import worded_report
     from xlamigrate.model import ScanReport
 
@@ -146,6 +150,18 @@ def _scan_stdin(
     if source is None:
         return ScanReport(files_scanned=0)
     display, data, kind = source
+    project = running.in_project(name, data, settings, use_cache)
+    if project is not None:
+        selection, overlay = project
+        return scan_paths(
+            [Path(name)],
+            settings,
+            catalogue,
+            jobs=None,
+            use_cache=use_cache,
+            selection=selection,
+            overlay=overlay,
+        )
     enabled = catalogue.select(settings.select, settings.ignore)
     result = scan_source(display, data, kind, catalogue, enabled)
     report = ScanReport(1, result.findings, result.errors, files_parsed=1)
