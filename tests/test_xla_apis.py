@@ -405,3 +405,17 @@ def test_runtime_variables_are_reported_wherever_set_and_never_rewritten(tmp_pat
     assert "8 findings left for manual work" in result.stderr
     for name, text in VARIABLES.items():
         assert (tmp_path / name).read_text() == text, name
+
+
+def test_a_symlinked_script_gets_the_pins_of_the_folder_its_target_lies_in(tmp_path: Path) -> None:
+    # (each folder's chain of pin folders is worked out once; a symlink is not in its folder's)
+    for folder, pin in (("a", "torch==2.1.0\n"), ("b", "torch==2.3.0\n")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "requirements.txt").write_text(pin)
+    (tmp_path / "a" / "train.py").write_text("")
+    (tmp_path / "b" / "own.py").write_text("")
+    (tmp_path / "b" / "link.py").symlink_to(tmp_path / "a" / "train.py")
+    pins = Pins(tmp_path)
+    assert pins.floor(tmp_path / "b" / "own.py") == Version.parse("2.3")
+    assert pins.floor(tmp_path / "b" / "link.py") == Version.parse("2.1")
+    assert pins.floor(tmp_path / "a" / "train.py") == Version.parse("2.1")

@@ -17,7 +17,7 @@ from xlamigrate.apitable import Version
 from xlamigrate.frameworktable import Releases, framework_table
 from xlamigrate.nxdttable import nxdt_table
 from xlamigrate.project.pins import PIN_FILES, Remember, _computed
-from xlamigrate.project.projectfiles import folders_up, read_small
+from xlamigrate.project.projectfiles import FolderChains, read_small
 
 Pinned = tuple[tuple[str, Releases], ...]  # (canonical package, the releases its pin allows)
 
@@ -28,9 +28,12 @@ _QUOTED = re.compile(r"\"([^\"\n]*)\"|'([^'\n]*)'")
 class FrameworkPins:
     """The frameworks' pins of a project's folders, each folder read once."""
 
-    def __init__(self, root: Path, remember: Remember = _computed) -> None:
+    def __init__(
+        self, root: Path, remember: Remember = _computed, chains: FolderChains | None = None
+    ) -> None:
         self.root = root.resolve()
         self.remember = remember
+        self._chains = chains if chains is not None else FolderChains(self.root)
         self.packages = framework_table().packages | nxdt_table().packages
         self._named = re.compile(
             "|".join(sorted((p.replace("-", "[-_.]") for p in self.packages), key=len)[::-1]),
@@ -41,7 +44,7 @@ class FrameworkPins:
     def releases(self, path: Path) -> Pinned:
         """Each package pinned for the file at `path`, with the releases its pin allows."""
         found: dict[str, Releases] = {}
-        for folder in folders_up(path.resolve().parent, self.root):
+        for folder in self._chains.of(path):
             for package, releases in self._folder(folder).items():
                 found.setdefault(package, releases)
         return tuple(sorted(found.items()))

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from xlamigrate.apitable import Version
-from xlamigrate.project.projectfiles import folders_up, read_small
+from xlamigrate.project.projectfiles import FolderChains, read_small
 from xlamigrate.releasetable import release_table
 
 if TYPE_CHECKING:
@@ -61,6 +61,7 @@ class Pins:
         self.root = root.resolve()  # the project's root: pins above it are not the project's
         self.override = override
         self.remember = remember
+        self._chains = FolderChains(self.root)
         self._floors: dict[Path, Version | None] = {}
         self._frameworks: FrameworkPins | None = None
 
@@ -68,7 +69,7 @@ class Pins:
         """The oldest torch-xla the file at `path` runs on; None: nothing pins it."""
         if self.override is not None:
             return self.override
-        for folder in folders_up(path.resolve().parent, self.root):
+        for folder in self._chains.of(path):
             found = self._folder_floor(folder)
             if found is not None:
                 return found
@@ -79,7 +80,7 @@ class Pins:
         from xlamigrate.project.frameworkpins import FrameworkPins
 
         if self._frameworks is None:
-            self._frameworks = FrameworkPins(self.root, self.remember)
+            self._frameworks = FrameworkPins(self.root, self.remember, self._chains)
         return self._frameworks.releases(path)
 
     def _folder_floor(self, folder: Path) -> Version | None:

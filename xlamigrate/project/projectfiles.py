@@ -3,6 +3,7 @@ nearest folder's, from a script's own folder up to the project's root."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +18,24 @@ def folders_up(folder: Path, root: Path) -> Iterator[Path]:
         if folder == root or folder.parent == folder or root not in folder.parents:
             return
         folder = folder.parent
+
+
+class FolderChains:
+    """The folders whose pins a file gets, from its own (resolved) up to `root`, worked out
+    once per folder of files: a file that is no symlink lies where its folder resolves."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._chains: dict[Path, tuple[Path, ...]] = {}
+
+    def of(self, path: Path) -> tuple[Path, ...]:
+        if os.path.islink(path):  # (its pins are its target's folder's)
+            return tuple(folders_up(path.resolve().parent, self.root))
+        parent = path.parent
+        chain = self._chains.get(parent)
+        if chain is None:
+            chain = self._chains[parent] = tuple(folders_up(parent.resolve(), self.root))
+        return chain
 
 
 def read_small(path: Path) -> bytes | None:
