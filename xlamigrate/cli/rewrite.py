@@ -109,23 +109,7 @@ def run(args: Namespace) -> int:
 
     diff: bool = args.diff
     use_cache = not args.no_cache
-    paths = running.as_paths(args.paths)
-    targets = paths or [Path(".")]
-    if args.stdin_filename is None:
-        running.fail_on_missing(targets)
-    else:  # (the project is found from the file's place, as ruff finds its configuration)
-        targets = [Path(args.stdin_filename)]
-    catalogue = running.load_catalogue()
-    settings = running.load_settings(
-        targets,
-        catalogue,
-        args.config,
-        args.select,
-        args.ignore,
-        args.exclude,
-        args.respect_gitignore,
-        args.torch_xla_version,
-    )
+    paths, targets, catalogue, settings = running.targets_and_settings(args)
     chosen: str = args.mode or settings.mode or DEFAULT_MODE
     request = RewriteRequest(
         chosen,

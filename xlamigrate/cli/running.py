@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
+    from argparse import Namespace
+
     from xlamigrate.catalogue import Catalogue
     from xlamigrate.config import Settings
     from xlamigrate.discover import Discovery
@@ -54,6 +56,33 @@ def load_catalogue() -> Catalogue:
         return load()
     except CatalogueError as error:
         fail(f"internal error: {error}")
+
+
+def targets_and_settings(
+    args: Namespace,
+) -> tuple[list[Path] | None, list[Path], Catalogue, Settings]:
+    """What scan and rewrite start from: the PATHS given (None: none), the paths the run is
+    about (the PATHS, else the current folder), the catalogue, and the settings of the
+    project found from the paths (from the buffer's name with --stdin-filename, as ruff finds
+    its configuration), the options applied."""
+    paths = as_paths(args.paths)
+    targets = paths or [Path(".")]
+    if args.stdin_filename is None:
+        fail_on_missing(targets)
+    else:
+        targets = [Path(args.stdin_filename)]
+    catalogue = load_catalogue()
+    settings = load_settings(
+        targets,
+        catalogue,
+        args.config,
+        args.select,
+        args.ignore,
+        args.exclude,
+        args.respect_gitignore,
+        args.torch_xla_version,
+    )
+    return paths, targets, catalogue, settings
 
 
 def load_settings(

@@ -88,23 +88,7 @@ def run(args: Namespace) -> int:
     use_cache = not args.no_cache
     if args.statistics and output_format not in ("text", "json"):
         fail("--statistics prints text or json: drop --format or choose one of those")
-    paths = running.as_paths(args.paths)
-    targets = paths or [Path(".")]
-    if args.stdin_filename is None:
-        running.fail_on_missing(targets)
-    else:  # (the project is found from the file's place, as ruff finds its configuration)
-        targets = [Path(args.stdin_filename)]
-    catalogue = running.load_catalogue()
-    settings = running.load_settings(
-        targets,
-        catalogue,
-        args.config,
-        args.select,
-        args.ignore,
-        args.exclude,
-        args.respect_gitignore,
-        args.torch_xla_version,
-    )
+    paths, targets, catalogue, settings = running.targets_and_settings(args)
     if args.stdin_filename is not None:
         report = _scan_stdin(args.stdin_filename, paths, settings, catalogue, use_cache)
     else:
