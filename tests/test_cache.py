@@ -235,7 +235,14 @@ def test_loose_files_outside_any_project_get_no_cache(
 
 
 def cache_files(root: Path) -> list[Path]:
+    """Every file of the run caches: each index, its result shards, its kept decision."""
     return sorted((root / CACHE_DIRECTORY).rglob("*.pickle"))
+
+
+def index_file(root: Path) -> Path:
+    """The one run cache's index (the files' states, the project's answers)."""
+    (index,) = [path for path in cache_files(root) if "." not in path.stem]
+    return index
 
 
 @pytest.mark.parametrize(
@@ -277,12 +284,15 @@ def test_a_cache_naming_other_code_runs_none_of_it(
     monkeypatch.chdir(tmp_path)
     clean_tree(tmp_path, files=1)
     expected = scanned_json(catalogue, use_cache=True)
-    (path,) = cache_files(tmp_path)
-    entries = pickle.loads(path.read_bytes())
-    entries["results"] = {key: (0, pickle.dumps(_Exploit())) for key in entries["results"]}
-    path.write_bytes(pickle.dumps(entries))
+    shards = [path for path in cache_files(tmp_path) if ".results-" in path.name]
+    assert shards
+    for path in shards:
+        entries = pickle.loads(path.read_bytes())
+        entries["results"] = {key: (0, pickle.dumps(_Exploit())) for key in entries["results"]}
+        path.write_bytes(pickle.dumps(entries))
     assert scanned_json(catalogue, use_cache=True) == expected
-    path.write_bytes(pickle.dumps(_Exploit()))
+    for path in cache_files(tmp_path):
+        path.write_bytes(pickle.dumps(_Exploit()))
     assert scanned_json(catalogue, use_cache=True) == expected
     assert not (tmp_path / "pwned").exists()
 
@@ -305,7 +315,7 @@ def test_concurrent_runs_leave_a_cache_that_loads(
         writer.start()
     for writer in writers:
         writer.join()
-    (path,) = cache_files(tmp_path)
+    path = index_file(tmp_path)
     assert not list(path.parent.glob("*.tmp"))
     assert scanned_json(catalogue, use_cache=True) == expected
 
@@ -573,7 +583,7 @@ def test_unchanged_files_are_not_read_for_the_names_they_hold_or_their_imports(
     assert "module_2.py" in read  # (read for the names it holds)
     read.clear()
     assert scanned_named(catalogue, True, "train.py") == first
-    assert sorted(read) == ["scripts/run.sh", "train.py"]
+    assert sorted(read) == ["train.py"]  # (the project's decision is kept: no launcher read)
     read.clear()
     (tmp_path / "module_0.py").write_text('import os\nos.environ.get("XLA_USE_BF16")\n')
     changed = scanned_named(catalogue, False, "train.py")
@@ -595,9 +605,11 @@ def test_the_project_questions_are_asked_alike_in_every_process(tmp_path: Path) 
     for path in (tmp_path / "tests.py", tmp_path / "scripts" / "eval.sh", tmp_path / "scripts"):
         os.utime(path, ns=(an_hour_ago, an_hour_ago))
     run_cli("scan", "-f", "json", "train.py", cwd=tmp_path, env={"PYTHONHASHSEED": "0"})
-    (cache_file,) = cache_files(tmp_path)
+    cache_file = index_file(tmp_path)
     written = os.stat(cache_file)
     for seed in ("1", "2", "3", "4"):  # (two names of one length: in either order by chance)
+        for decision in (tmp_path / CACHE_DIRECTORY).rglob("*.decision.pickle"):
+            decision.unlink()  # (the project decided again: its questions asked again)
         run_cli("scan", "-f", "json", "train.py", cwd=tmp_path, env={"PYTHONHASHSEED": seed})
     assert os.stat(cache_file).st_ino == written.st_ino  # nothing new to keep: not rewritten
 

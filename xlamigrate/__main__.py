@@ -1,5 +1,5 @@
 """`python -m xlamigrate`, the same as the `xlamigrate` command."""
 
-from xlamigrate.cli import main
+from xlamigrate.cli import entry
 
-main()
+entry()

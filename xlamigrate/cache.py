@@ -25,6 +25,7 @@ import stat
 import sys
 import tempfile
 import time
+import zlib
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any
@@ -49,6 +50,10 @@ _CACHEDIR_TAG = (
 # first), and cache files (one per tool build and settings) kept in a version's folder.
 _MAX_FILES = 250_000
 _MAX_RESULT_BYTES = 128 << 20
+_SHARDS = 16
+# A result used again is marked recently used once it is this many runs old (not at every use:
+# each mark rewrites its shard).
+_TOUCHED_EVERY = 8
 _MAX_CACHE_FILES = 8
 _SETTINGS_NOT_KEYED = frozenset({"root", "config_path"})  # where the settings come from
 # A file changed this close before the run started may change again within the same mtime
@@ -86,11 +91,13 @@ class RunCache:
         self.root = os.path.abspath(root)
         self.started_ns = time.time_ns()
         self._files: dict[str, _FileEntry] = _files_of(entries.get("files"))
-        self._results: dict[str, tuple[int, bytes]] = _results_of(entries.get("results"))
+        # The results, in shards by key (a run reads the shards of the keys it asks, and writes
+        # back those it changed: a warm run with one file changed rewrites one shard, not all).
+        self._shards: dict[int, dict[str, tuple[int, bytes]]] = {}
+        self._dirty_shards: set[int] = set()
         generation = entries.get("generation", 0)
         self._generation = (generation if isinstance(generation, int) else 0) + 1
         self._stats: dict[str, os.stat_result] = {}
-        self._used: set[str] = set()
         self._dirty = False
         self._digests: dict[str, str] = {}  # a file's bytes' hash, as this run knows them
         # Per-file pieces of the cross-file work (which names a file holds): a table per
@@ -124,27 +131,31 @@ class RunCache:
 
     # The prefilter's verdicts: whether a file may have findings, from its stat where it can.
 
-    def known_unflagged(self, path: Path, kind: str) -> bool:
+    def known_unflagged(self, path: str | Path, kind: str) -> bool:
         """Whether the file is unchanged since a run found it names nothing worth parsing
         (then it is not read at all)."""
+        return self.known_verdict(path, kind) is False
+
+    def known_verdict(self, path: str | Path, kind: str) -> bool | None:
+        """The prefilter's verdict on the file where it is unchanged by its stat since a run
+        gave it (its digest is then known too); None where it may have changed."""
         name = self._name(path)
         try:
             status = os.stat(path)
         except OSError:
-            return False
+            return None
         self._stats[name] = status
         entry = self._files.get(name)
-        known = (
-            _unchanged(entry, status, kind, status.st_size)
-            and stat.S_ISREG(status.st_mode)
-            and entry is not None
-            and entry[4] is False
-        )
-        if known and entry is not None:
-            self._digests[name] = entry[2]
-        return known
+        if (
+            entry is None
+            or not _unchanged(entry, status, kind, status.st_size)
+            or not stat.S_ISREG(status.st_mode)
+        ):
+            return None
+        self._digests[name] = entry[2]
+        return entry[4]
 
-    def flagged(self, path: Path, kind: str, data: bytes, decide: Callable[[], bool]) -> bool:
+    def flagged(self, path: str | Path, kind: str, data: bytes, decide: Callable[[], bool]) -> bool:
         """The prefilter's verdict on the file's bytes: remembered for the same bytes, else
         `decide()` (and remembered)."""
         name = self._name(path)
@@ -190,16 +201,19 @@ class RunCache:
 
     def get(self, key: str) -> object:
         """The result stored under `key`, or MISS (also for an entry that does not load)."""
-        stored = self._results.get(key)
+        number, shard = self._shard(key)
+        stored = shard.get(key)
         if stored is None:
             return MISS
         try:
             value = _Loader(io.BytesIO(stored[1]), values=True).load()
         except Exception:  # a damaged entry, or one naming what no longer exists: a miss
-            del self._results[key]
-            self._dirty = True
+            del shard[key]
+            self._dirty_shards.add(number)
             return MISS
-        self._used.add(key)
+        if stored[0] < self._generation - _TOUCHED_EVERY:  # (kept as recently used)
+            shard[key] = (self._generation, stored[1])
+            self._dirty_shards.add(number)
         return value
 
     def put(self, key: str, value: object) -> None:
@@ -207,11 +221,27 @@ class RunCache:
             blob = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
         except Exception:  # (a value that does not pickle is simply not kept)
             return
-        self._results[key] = (self._generation, blob)
-        self._used.add(key)
-        self._dirty = True
+        number, shard = self._shard(key)
+        shard[key] = (self._generation, blob)
+        self._dirty_shards.add(number)
+        self._dirty = True  # (the index keeps the generation the shard's new entries have)
 
-    def piece(self, question: str, path: Path, compute: Callable[[], Any]) -> Any:
+    def _shard(self, key: str) -> tuple[int, dict[str, tuple[int, bytes]]]:
+        number = zlib.crc32(key.encode()) % _SHARDS
+        shard = self._shards.get(number)
+        if shard is None:
+            loaded = _load_entries(self._shard_path(number)).get("results")
+            shard = self._shards[number] = _results_of(loaded)
+        return number, shard
+
+    def _shard_path(self, number: int) -> Path:
+        return self.companion(f"results-{number:x}")
+
+    def companion(self, name: str) -> Path:
+        """Where a file kept with this cache lies (of its configuration, pruned with it)."""
+        return self.path.with_name(f"{self.path.stem}.{name}{self.path.suffix}")
+
+    def piece(self, question: str, path: str | Path, compute: Callable[[], Any]) -> Any:
         """One file's answer to a cross-file question (`question`: a key for it and whatever
         it depends on besides the file): remembered for the file's bytes, where this run knows
         them (the file was read, or is unchanged by its stat); else `compute()`. The answer
@@ -226,6 +256,11 @@ class RunCache:
         those bytes; as `piece`'s, plain values."""
         return self._answer(question, content_digest(data), compute)
 
+    def digest_of(self, path: str | Path) -> str | None:
+        """The digest of the file's bytes as this run knows them (read, or unchanged by its
+        stat); None where it does not."""
+        return self._digests.get(self._name(path))
+
     def _answer(self, question: str, digest: str, compute: Callable[[], Any]) -> Any:
         self._asked.setdefault(question, set()).add(digest)
         table = self._pieces.setdefault(question, {})
@@ -238,13 +273,17 @@ class RunCache:
     def save(self) -> None:
         """Writes the cache back, if this run added to it; a cache that cannot be written is
         left as it was (the run's results are not affected)."""
+        with contextlib.suppress(OSError):
+            for number in sorted(self._dirty_shards):
+                kept = _bounded(self._shards[number], _MAX_RESULT_BYTES // _SHARDS)
+                _made(self.path.parent)
+                data = pickle.dumps({"results": kept}, protocol=pickle.HIGHEST_PROTOCOL)
+                _write_atomically(self._shard_path(number), data)
+        self._dirty_shards.clear()
         if not self._dirty:
             return
-        for key in self._used & self._results.keys():
-            self._results[key] = (self._generation, self._results[key][1])
         entries = {
             "files": self._files,
-            "results": _bounded(self._results, _MAX_RESULT_BYTES),
             "generation": self._generation,
             "pieces": {  # (the answers for the files of this run)
                 question: {
@@ -261,7 +300,7 @@ class RunCache:
             _prune(folder, keep=self.path)
         self._dirty = False
 
-    def _name(self, path: Path) -> str:
+    def _name(self, path: str | Path) -> str:
         """The file's name in the cache: relative to the root where it lies below it."""
         given = os.fspath(path)
         name = self._names.get(given)
@@ -315,13 +354,13 @@ class _Loader(pickle.Unpickler):
         raise pickle.UnpicklingError(f"not a cached value: {module}.{name}")
 
 
-def _load_entries(path: Path) -> dict[str, Any]:
+def _load_entries(path: Path, values: bool = False) -> dict[str, Any]:
     try:
         data = path.read_bytes()
     except OSError:
         return {}
     try:
-        loaded = _Loader(io.BytesIO(data), values=False).load()
+        loaded = _Loader(io.BytesIO(data), values=values).load()
     except Exception:  # damaged, truncated, or not ours: an empty cache
         return {}
     return loaded if isinstance(loaded, dict) else {}
@@ -408,15 +447,23 @@ def _write_atomically(path: Path, data: bytes) -> None:
 
 
 def _prune(folder: Path, keep: Path, suffix: str = ".pickle") -> None:
-    """Leaves the folder's newest cache files (other settings, earlier builds) up to the bound."""
-    caches = []
+    """Leaves the folder's newest caches of this suffix (other settings, earlier builds) up to
+    the bound: a cache is its files of one name before the first dot (a run cache's index, its
+    result shards and its decision), as new as the newest of them."""
+    caches: dict[str, list[tuple[int, str]]] = {}
     for entry in os.scandir(folder):
-        if entry.name.endswith(suffix) and entry.path != str(keep):
+        if entry.name.endswith(suffix) and not entry.name.startswith("."):
             with contextlib.suppress(OSError):
-                caches.append((entry.stat().st_mtime_ns, entry.path))
-    for _, path in sorted(caches, reverse=True)[_MAX_CACHE_FILES - 1 :]:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
+                stem = entry.name.partition(".")[0]
+                caches.setdefault(stem, []).append((entry.stat().st_mtime_ns, entry.path))
+    kept = keep.name.partition(".")[0]
+    others = sorted(
+        ((max(files), stem) for stem, files in caches.items() if stem != kept), reverse=True
+    )
+    for _, stem in others[_MAX_CACHE_FILES - 1 :]:
+        for _, path in caches[stem]:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
 
 
 @functools.cache
@@ -497,15 +544,17 @@ def side_file(root: Path, suffix: str, *configuration: object) -> Path | None:
     return folder / f"{key}{suffix}"
 
 
-def read_side_file(path: Path) -> dict[str, Any]:
-    """A side file's plain values (empty where it is missing, damaged or not ours)."""
-    return _load_entries(path)
+def read_side_file(path: Path, values: bool = False) -> dict[str, Any]:
+    """A side file's plain values (with `values`: xlamigrate's dataclasses and enums too);
+    empty where it is missing, damaged or not ours."""
+    return _load_entries(path, values)
 
 
 def write_side_file(path: Path, entries: dict[str, Any]) -> None:
     """Writes a side file atomically, leaving the newest few of its suffix; one that cannot
     be written is left as it was."""
     with contextlib.suppress(OSError):
+        _made(path.parent)
         _write_atomically(path, pickle.dumps(entries, protocol=pickle.HIGHEST_PROTOCOL))
         _prune(path.parent, keep=path, suffix=path.suffix)
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Callable, Iterator, Sequence
@@ -29,9 +30,15 @@ SKIPPED_DIRECTORIES = frozenset(
 
 @dataclass(frozen=True)
 class SourceFile:
-    path: Path  # where to read it
+    location: str  # where to read it (a walk's paths: absolute and normal)
     display: str  # how to report it: relative to the cwd when below it, with / separators
     kind: str  # a name in xlamigrate.kinds.KINDS
+
+    @functools.cached_property
+    def path(self) -> Path:
+        """`location` as a Path, made when asked (a warm run's thousands of files are looked
+        at by their strings alone: a Path costs some 20 us to make)."""
+        return Path(self.location)
 
 
 @dataclass(frozen=True)
@@ -88,7 +95,7 @@ def discover(
                 continue
             seen.add(key)
             display = _display(found.path, cwd)
-            files.append(SourceFile(Path(found.path), display, found.kind))
+            files.append(SourceFile(found.path, display, found.kind))
     files.sort(key=lambda source: source.display)
     folders = sorted(
         (_display(os.path.abspath(error.filename), cwd), error.strerror or str(error))

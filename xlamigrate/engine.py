@@ -14,13 +14,13 @@ import stat
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar, cast
 
-from xlamigrate import kinds
+from xlamigrate import decidedcache, kinds
 from xlamigrate.cache import MISS, RunCache, open_for_run
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.config import Settings
@@ -105,42 +105,36 @@ def scan_paths(
     enabled = catalogue.select(settings.select, settings.ignore)
     cache = open_for_run(settings, enabled) if use_cache else None
     read = _flagged_files(discovery, catalogue, enabled, cache, overlay or {})
-    work, unreadable = read.work, _about(read.unreadable, selection)
     # The launchers' findings say what `rewrite` (in the configured mode) would do with them.
     request = RewriteRequest(settings.mode or DEFAULT_MODE, target=settings.target)
-    with _Workers(jobs, work, cache) as workers:
-        layout = _Layout.of(
-            work, discovery, settings, catalogue, request, workers, read.kept, enabled
+    with _Workers(jobs, read.kinds, cache) as workers:
+        pins = _pins(settings, cache)
+        reuse = not overlay and not read.unreadable
+        decided = _decided(
+            discovery, settings, catalogue, request, workers, read, enabled, pins, reuse
         )
-        layout.pins = _pins(settings, cache)
-        if layout.project.scripts:
-            planning = replace(request, plan_only=True)
-            plan = partial(_rewrite_job, catalogue=catalogue, enabled=enabled, request=planning)
-            layout.settle(layout.script_jobs(work), plan, workers, memo=("plan", planning))
         task = partial(_scan_job, catalogue=catalogue, enabled=enabled)
-        progress.start(len(work), "scanning")
-        analyses = {a.path: a.analysis for a in layout.analysed}
+        progress.start(len(read.flagged), "scanning")
         work = [
-            replace(job, analysis=analyses.get(job.display))
-            for job in work
-            if job.display in selected
+            replace(job, analysis=decided.analyses.get(job.display)) for job in read.work(selected)
         ]
-        contextual = layout.with_contexts(work, request.mode)
+        contextual = _contextual(work, decided.contexts, pins, request.mode)
         scanned = [
-            layout.result_with_problems(r)
+            decided.result_with_problems(r)
             for r in workers.run(contextual, task, progress, memo="scan")
         ]
         listed = {r.path for r in scanned}
         scanned += [  # a launched script that names no flag: only its failed recipe's findings
             FileResult(path, findings)
-            for path, findings in sorted(layout.problems.items())
+            for path, findings in sorted(decided.problems.items())
             if findings and path in selected and path not in listed
         ]
     if cache is not None:
         cache.save()
+    unreadable = _about(read.unreadable, selection)
     results = [FileResult(e.path, errors=(e,)) for e in unreadable] + scanned
     report = _report(len(selection.named.files), len(work), results)
-    return replace(worded_report(report, catalogue), launches=layout.edges(selected))
+    return replace(worded_report(report, catalogue), launches=decided.edges_of(selected))
 
 
 def rewrite_paths(
@@ -168,8 +162,8 @@ def rewrite_paths(
     enabled = catalogue.select(settings.select, settings.ignore)
     cache = open_for_run(settings, enabled) if use_cache else None
     read = _flagged_files(discovery, catalogue, enabled, cache, overlay or {})
-    work, unreadable = read.work, _about(read.unreadable, selection)
-    with _Workers(jobs, work, cache) as workers:
+    work, unreadable = read.work(), _about(read.unreadable, selection)
+    with _Workers(jobs, read.kinds, cache) as workers:
         layout = _Layout.of(
             work, discovery, settings, catalogue, request, workers, read.kept, enabled
         )
@@ -256,17 +250,17 @@ class _Layout:
         workers: _Workers,
         kept: dict[str, bytes] | None = None,
         enabled: frozenset[str] | None = None,  # None: every rule
+        recorder: decidedcache.Recorder | None = None,  # hears what deciding asks
     ) -> _Layout:
-        recipe_rules = {catalogue.flags[flag].write_rule for flag in RECIPE_FLAGS}
-        if enabled is not None and not enabled & recipe_rules:
-            return cls([], None, {})  # the precision migration is not asked for
+        if not _asks_precision(catalogue, enabled):
+            return cls([], None, {})
         launchers = [job for job in work if kinds.analyses_launches(job.kind)]
         analyse = partial(_analyse_job, catalogue=catalogue)
         analysed = [a for a in workers.run(launchers, analyse, memo="analyse") if a is not None]
         if not any(launches_with_flag(a.analysis) for a in analysed):
             return cls(analysed, None, {})
-        files = {f.display: f.path for f in discovery.files}
-        python = {f.display: f.path for f in discovery.files if f.kind == "python"}
+        files = {f.display: f.location for f in discovery.files}
+        python = {f.display for f in discovery.files if f.kind == "python"}
         builder = ProjectBuilder(
             resolver=ScriptResolver(
                 settings.root,
@@ -282,6 +276,10 @@ class _Layout:
         )
         if workers.cache is not None:
             builder.remembered = partial(_remembered, workers.cache, files)
+        if recorder is not None:
+            builder.read = recorder.reading(builder.read)
+            builder.remembered = recorder.remembering(builder.remembered)
+            builder.resolver.disk = recorder.disk()
         layout = cls(analysed, builder, {}, enabled=enabled)
         layout.decide({})
         return layout
@@ -323,7 +321,8 @@ class _Layout:
         failed = self.failed
         planned = workers.run(self.with_contexts(scripts), task, progress, memo)
         while True:
-            newly = {o.path: why for o in planned if (why := self._unapplied(o)) is not None}
+            launched = self.project.scripts
+            newly = {o.path: why for o in planned if (why := _unapplied(o, launched)) is not None}
             newly = {path: why for path, why in newly.items() if path not in failed}
             if not newly:
                 return [self.with_problems(o) for o in planned]
@@ -340,21 +339,8 @@ class _Layout:
 
     def with_problems(self, outcome: RewriteOutcome) -> RewriteOutcome:
         """The outcome with the failed recipe's findings its file lacks."""
-        merged = self._listed(outcome.path, outcome.remaining)
+        merged = _listed(self.problems, outcome.path, outcome.remaining)
         return outcome if merged is None else replace(outcome, remaining=merged)
-
-    def result_with_problems(self, result: FileResult) -> FileResult:
-        """The scan result with the failed recipe's findings its file lacks."""
-        merged = self._listed(result.path, result.findings)
-        return result if merged is None else replace(result, findings=merged)
-
-    def _listed(self, path: str, have: Sequence[Finding]) -> tuple[Finding, ...] | None:
-        known = {(f.code, f.cell, f.span) for f in have}
-        problems = self.problems.get(path, ())
-        missing = [f for f in problems if (f.code, f.cell, f.span) not in known]
-        if not missing:
-            return None
-        return tuple(sorted([*have, *missing], key=lambda f: f.sort_key))
 
     def hold(
         self,
@@ -423,17 +409,6 @@ class _Layout:
             edges = [e for e in edges if e.launcher in selected or set(e.scripts) & selected]
         return tuple(sorted(edges, key=lambda edge: (edge.launcher, edge.line)))
 
-    def _unapplied(self, outcome: RewriteOutcome) -> str | None:
-        """Why a launched script did not take its recipe: it could not (a rule says why), or
-        its plan failed (a file that does not parse, an internal error)."""
-        if outcome.unapplied is not None:
-            return outcome.unapplied
-        if outcome.errors and outcome.path in self.project.scripts:
-            first = outcome.errors[0]
-            where = f" at line {first.line}" if first.line else ""
-            return f"{first.code}{where}: {first.message}"
-        return None
-
     def script_jobs(self, work: list[_Job]) -> list[_Job]:
         """The launched scripts alone (what a scan needs planned to know its launchers' fate),
         with the bytes the run read of those among `work`."""
@@ -461,7 +436,7 @@ class _Layout:
         for path in sorted(launched):
             if path in known:
                 continue
-            read = _read(SourceFile(Path(path), path, "python"))
+            read = _read(SourceFile(path, path, "python"))
             if not isinstance(read, FileError):
                 jobs.append(_Job(path, read, "python"))
             elif chosen(path):
@@ -470,28 +445,210 @@ class _Layout:
 
     def with_contexts(self, jobs: list[_Job], mode: str | None = None) -> list[_Job]:
         """The jobs with their files' contexts (worded for `mode`, for a scan)."""
-        contexts = [self.contexts.get(job.display, STANDALONE_PROJECT) for job in jobs]
-        if mode is not None:
-            contexts = [replace(context, mode=mode) for context in contexts]
-        if self.pins is not None:
-            contexts = [
-                self._pinned(job, context) for job, context in zip(jobs, contexts, strict=True)
-            ]
-        return [replace(job, context=context) for job, context in zip(jobs, contexts, strict=True)]
+        return _contextual(jobs, self.contexts, self.pins, mode)
 
-    def _pinned(self, job: _Job, context: FileContext) -> FileContext:
-        """The context with the torch-xla the file runs on (for a Python file naming it)."""
-        if self.pins is None:
-            return context
-        if job.kind == "yaml" and b"precision" in job.data:  # an NxDT config's release (XM105)
-            return replace(context, frameworks=self.pins.frameworks(Path(job.display)))
-        if job.kind not in _SCRIPT_KINDS:
-            return context
-        if framework_table().may_be_used(job.data):  # the releases its frameworks run (XM104)
-            context = replace(context, frameworks=self.pins.frameworks(Path(job.display)))
-        if b"torch_xla" not in job.data:
-            return context
-        return replace(context, torch_xla=self.pins.floor(Path(job.display)))
+    def decided(self) -> _Decided:
+        """What a scan uses of the project once it is decided."""
+        return _Decided(
+            self.contexts,
+            self.problems,
+            self.edges(),
+            {a.path: a.analysis for a in self.analysed},
+        )
+
+
+@dataclass
+class _Decided:
+    """The project as a scan uses it once decided: each file's context, the findings of the
+    recipes that failed (listed with their scripts'), the launch edges, and the analyses of
+    the launchers this run made."""
+
+    contexts: dict[str, FileContext]
+    problems: dict[str, tuple[Finding, ...]]
+    edges: tuple[LaunchEdge, ...]
+    analyses: dict[str, TextAnalysis] = field(default_factory=dict)
+
+    def result_with_problems(self, result: FileResult) -> FileResult:
+        """The scan result with the failed recipe's findings its file lacks."""
+        merged = _listed(self.problems, result.path, result.findings)
+        return result if merged is None else replace(result, findings=merged)
+
+    def edges_of(self, selected: frozenset[str]) -> tuple[LaunchEdge, ...]:
+        """The selected launchers' edges, and those that reach selected scripts."""
+        return tuple(e for e in self.edges if e.launcher in selected or set(e.scripts) & selected)
+
+
+def _listed(
+    problems: Mapping[str, tuple[Finding, ...]], path: str, have: Sequence[Finding]
+) -> tuple[Finding, ...] | None:
+    """`have` with the failed recipe's findings of the file it lacks (None: it lacks none)."""
+    known = {(f.code, f.cell, f.span) for f in have}
+    missing = [f for f in problems.get(path, ()) if (f.code, f.cell, f.span) not in known]
+    if not missing:
+        return None
+    return tuple(sorted([*have, *missing], key=lambda f: f.sort_key))
+
+
+def _unapplied(outcome: RewriteOutcome, scripts: Collection[str]) -> str | None:
+    """Why a launched script did not take its recipe: it could not (a rule says why), or its
+    plan failed (a file that does not parse, an internal error)."""
+    if outcome.unapplied is not None:
+        return outcome.unapplied
+    if outcome.errors and outcome.path in scripts:
+        first = outcome.errors[0]
+        where = f" at line {first.line}" if first.line else ""
+        return f"{first.code}{where}: {first.message}"
+    return None
+
+
+def _contextual(
+    jobs: list[_Job],
+    contexts: Mapping[str, FileContext],
+    pins: Pins | None,
+    mode: str | None = None,
+) -> list[_Job]:
+    """The jobs with their files' contexts (worded for `mode`, for a scan), with the releases
+    the project pins where a file names them."""
+    chosen = [contexts.get(job.display, STANDALONE_PROJECT) for job in jobs]
+    if mode is not None:
+        chosen = [replace(context, mode=mode) for context in chosen]
+    if pins is not None:
+        chosen = [_pinned(job, context, pins) for job, context in zip(jobs, chosen, strict=True)]
+    return [replace(job, context=context) for job, context in zip(jobs, chosen, strict=True)]
+
+
+def _pinned(job: _Job, context: FileContext, pins: Pins) -> FileContext:
+    """The context with the torch-xla the file runs on (for a Python file naming it)."""
+    if job.kind == "yaml" and b"precision" in job.data:  # an NxDT config's release (XM105)
+        return replace(context, frameworks=pins.frameworks(Path(job.display)))
+    if job.kind not in _SCRIPT_KINDS:
+        return context
+    if framework_table().may_be_used(job.data):  # the releases its frameworks run (XM104)
+        context = replace(context, frameworks=pins.frameworks(Path(job.display)))
+    if b"torch_xla" not in job.data:
+        return context
+    return replace(context, torch_xla=pins.floor(Path(job.display)))
+
+
+def _decided(
+    discovery: Discovery,
+    settings: Settings,
+    catalogue: Catalogue,
+    request: RewriteRequest,
+    workers: _Workers,
+    read: _Read,
+    enabled: frozenset[str],
+    pins: Pins,
+    reuse: bool,
+) -> _Decided:
+    """The project as a scan uses it: kept from an earlier run where nothing deciding it asked
+    has another answer (decidedcache.py), else decided (the launched scripts planned, to
+    learn which take their recipe) and kept for the next run."""
+    cache = workers.cache
+    where = None
+    if cache is not None and reuse and _asks_precision(catalogue, enabled):
+        where = decidedcache.location(cache)
+    inputs: dict[str, decidedcache.Input] = {}
+    if where is not None and cache is not None:
+        for source in discovery.files:
+            digest = cache.digest_of(source.location)
+            if digest is None:  # (a file the run does not know: nothing is kept)
+                where = None
+                break
+            inputs[source.display] = (source.kind, digest)
+    files = {source.display: source.location for source in discovery.files}
+    if where is not None:
+        kept = decidedcache.load(where)
+        if kept is not None:
+            reused = _reused(kept, inputs, files, read, workers, catalogue, enabled, request, pins)
+            if reused is not None:
+                decidedcache.save_changed(where, kept, inputs)
+                return reused
+    recorder = decidedcache.Recorder(inputs) if where is not None else None
+    work = read.work()
+    layout = _Layout.of(
+        work, discovery, settings, catalogue, request, workers, read.kept, enabled, recorder
+    )
+    layout.pins = pins
+    if layout.project.scripts:
+        planning = replace(request, plan_only=True)
+        plan = partial(_rewrite_job, catalogue=catalogue, enabled=enabled, request=planning)
+        layout.settle(layout.script_jobs(work), plan, workers, memo=("plan", planning))
+    decided = layout.decided()
+    if where is not None and recorder is not None:
+        analysed = {a.path: a for a in layout.analysed}
+        recorder.journal.launchers = {
+            job.display: decidedcache.launcher_summary(analysed.get(job.display))
+            for job in work
+            if kinds.analyses_launches(job.kind)
+        }
+        decision = decidedcache.Decision(
+            inputs,
+            read.names,
+            recorder.journal,
+            frozenset(layout.project.scripts),
+            frozenset(layout.failed),
+            replace(decided, analyses={}),
+        )
+        decidedcache.save(where, decision)
+    return decided
+
+
+def _reused(
+    kept: decidedcache.Decision,
+    inputs: Mapping[str, decidedcache.Input],
+    files: dict[str, str],
+    read: _Read,
+    workers: _Workers,
+    catalogue: Catalogue,
+    enabled: frozenset[str],
+    request: RewriteRequest,
+    pins: Pins,
+) -> _Decided | None:
+    """The kept decision, where the files changed since answer all it asked alike: a changed
+    launcher's analysis summarised the same, a changed launched script still taking its
+    recipe; None where something decides again."""
+    decided = kept.decided
+    changed = kept.changed(inputs)
+    if (
+        not isinstance(decided, _Decided)
+        or changed is None
+        or read.names != kept.flagged
+        or not kept.disk_unchanged()
+    ):
+        return None
+    flagged = dict(read.names)
+    jobs = {display: read.job(display) for display in changed if display in flagged}
+    scripts = []
+    for display in changed:
+        if kept.undecidable(display):
+            return None
+        job = jobs.get(display)
+        data = job.data if job is not None else _read_display(files, read.kept, display)
+        if not kept.answers_hold(display, data):
+            return None
+        if display in kept.scripts and data is not None:
+            scripts.append(job or _Job(display, data, "python"))
+    launchers = [job for d, job in jobs.items() if d in kept.journal.launchers and job is not None]
+    analyse = partial(_analyse_job, catalogue=catalogue)
+    fresh = workers.run(launchers, analyse, memo="analyse")
+    for job, analysed in zip(launchers, fresh, strict=True):
+        if decidedcache.launcher_summary(analysed) != kept.journal.launchers[job.display]:
+            return None
+    if scripts:
+        planning = replace(request, plan_only=True)
+        plan = partial(_rewrite_job, catalogue=catalogue, enabled=enabled, request=planning)
+        jobs_in_context = _contextual(scripts, decided.contexts, pins)
+        planned = workers.run(jobs_in_context, plan, memo=("plan", planning))
+        if any(_unapplied(outcome, kept.scripts) is not None for outcome in planned):
+            return None
+    return replace(decided, analyses={a.path: a.analysis for a in fresh if a is not None})
+
+
+def _asks_precision(catalogue: Catalogue, enabled: frozenset[str] | None) -> bool:
+    """Whether the rules selected (None: every one) ask for the precision migration."""
+    recipe_rules = {catalogue.flags[flag].write_rule for flag in RECIPE_FLAGS}
+    return enabled is None or bool(enabled & recipe_rules)
 
 
 def _pins(settings: Settings, cache: RunCache | None) -> Pins:
@@ -501,7 +658,7 @@ def _pins(settings: Settings, cache: RunCache | None) -> Pins:
     return Pins(settings.root, settings.torch_xla_version, cache.answer)
 
 
-def _read_display(files: dict[str, Path], kept: dict[str, bytes], display: str) -> bytes | None:
+def _read_display(files: dict[str, str], kept: dict[str, bytes], display: str) -> bytes | None:
     """A discovered file's bytes: as the scan read them, else read again."""
     if display in kept:
         return kept[display]
@@ -513,7 +670,7 @@ def _read_display(files: dict[str, Path], kept: dict[str, bytes], display: str) 
 
 
 def _remembered(
-    cache: RunCache, files: dict[str, Path], question: str, display: str, answer: Callable[[], _T]
+    cache: RunCache, files: dict[str, str], question: str, display: str, answer: Callable[[], _T]
 ) -> _T:
     """A file's answer to one of the project's questions (which names it holds, what it
     imports), remembered in the cache for the file's bytes: an unchanged file is not read."""
@@ -538,11 +695,56 @@ def _analyse_job(job: _Job, catalogue: Catalogue) -> Analysed | None:
 class _Read:
     """What reading the discovered files gave: the files that mention a flag, those that
     could not be read, and the bytes of all kept for the project's questions about them
-    (which files name a launched script) up to _KEPT_BYTES, so they are not read twice."""
+    (which files name a launched script) up to _KEPT_BYTES, so they are not read twice.
+    A flagged file the cache knows unchanged by its stat is read when a job of it is asked
+    for (a warm run that reuses the project's decision reads only the files it scans)."""
 
-    work: list[_Job]
+    flagged: list[tuple[SourceFile, bytes | None]]  # (None: not read yet)
     unreadable: list[FileError]
     kept: dict[str, bytes]
+    prefilter: Prefilter
+    cache: RunCache | None = None
+    _jobs: dict[str, _Job | None] = field(default_factory=dict)
+
+    @property
+    def names(self) -> tuple[tuple[str, str], ...]:
+        """The flagged files' display paths and kinds, in the discovery's order."""
+        return tuple((source.display, source.kind) for source, _ in self.flagged)
+
+    @property
+    def kinds(self) -> frozenset[str]:
+        return frozenset(source.kind for source, _ in self.flagged)
+
+    def work(self, chosen: Collection[str] | None = None) -> list[_Job]:
+        """The jobs of the flagged files (of those `chosen`; None: all), read where needed."""
+        jobs = (
+            self._job(source, data)
+            for source, data in self.flagged
+            if chosen is None or source.display in chosen
+        )
+        return [job for job in jobs if job is not None]
+
+    def job(self, display: str) -> _Job | None:
+        found = next(((s, d) for s, d in self.flagged if s.display == display), None)
+        return None if found is None else self._job(*found)
+
+    def _job(self, source: SourceFile, data: bytes | None) -> _Job | None:
+        if source.display in self._jobs:
+            return self._jobs[source.display]
+        job = None
+        if data is not None:
+            job = _Job(source.display, data, source.kind)
+        else:  # (known unchanged and flagged: still flagged, unless it changed since)
+            read = _read(source)
+            if isinstance(read, FileError):
+                self.unreadable.append(read)
+            else:
+                decide = partial(self.prefilter.may_have_findings, source.kind, read)
+                cache = self.cache
+                if cache is None or cache.flagged(source.location, source.kind, read, decide):
+                    job = _Job(source.display, read, source.kind)
+        self._jobs[source.display] = job
+        return job
 
 
 def _flagged_files(
@@ -552,10 +754,11 @@ def _flagged_files(
     cache: RunCache | None = None,
     overlay: Mapping[str, bytes] | None = None,
 ) -> _Read:
-    """The files that mention a flag or a torch-xla API of the table (read once), and those
-    that could not be read. A file the cache knows unchanged and unflagged is not read."""
+    """The files that mention a flag or a torch-xla API of the table, and those that could not
+    be read. A file the cache knows unchanged is not read here: not at all where it was not
+    flagged, when its job is asked for where it was."""
     prefilter = Prefilter(catalogue, enabled)
-    work: list[_Job] = []
+    flagged: list[tuple[SourceFile, bytes | None]] = []
     unreadable = [
         FileError(folder, None, f"could not read the folder: {reason}")
         for folder, reason in discovery.unlisted
@@ -565,8 +768,12 @@ def _flagged_files(
     overlay = overlay or {}
     for source in discovery.files:
         given = overlay.get(source.display)
-        if given is None and cache is not None and cache.known_unflagged(source.path, source.kind):
-            continue
+        if given is None and cache is not None:
+            verdict = cache.known_verdict(source.location, source.kind)
+            if verdict is not None:
+                if verdict:
+                    flagged.append((source, None))
+                continue
         read = _read(source) if given is None else given
         if isinstance(read, FileError):
             unreadable.append(read)
@@ -576,19 +783,22 @@ def _flagged_files(
             budget -= len(read)
         decide = partial(prefilter.may_have_findings, source.kind, read)
         if given is not None:  # (bytes not on disk: the cache does not remember them for it)
-            flagged = decide()
+            verdict = decide()
         else:
-            flagged = cache.flagged(source.path, source.kind, read, decide) if cache else decide()
-        if flagged:
-            work.append(_Job(source.display, read, source.kind))
-    return _Read(work, unreadable, kept)
+            verdict = (
+                cache.flagged(source.location, source.kind, read, decide) if cache else decide()
+            )
+        if verdict:
+            flagged.append((source, read))
+    return _Read(flagged, unreadable, kept, prefilter, cache)
 
 
 def _read(source: SourceFile) -> bytes | FileError:
     try:
-        if not stat.S_ISREG(os.stat(source.path).st_mode):  # a FIFO blocks, a device never ends
+        if not stat.S_ISREG(os.stat(source.location).st_mode):  # a FIFO blocks, a device never ends
             return FileError(source.display, None, "could not read: not a regular file")
-        return source.path.read_bytes()
+        with open(source.location, "rb") as stream:
+            return stream.read()
     except OSError as error:
         reason = error.strerror or str(error)
         return FileError(source.display, None, f"could not read: {reason}")
@@ -600,11 +810,11 @@ class _Workers:
     need for both tasks is imported before forking, so every worker inherits it."""
 
     def __init__(
-        self, jobs: int | None, work: Sequence[_Job], cache: RunCache | None = None
+        self, jobs: int | None, kinds: Collection[str], cache: RunCache | None = None
     ) -> None:
         self.jobs = jobs
         self.cache = cache
-        self.kinds = sorted({job.kind for job in work})
+        self.kinds = sorted(kinds)
         self._pool: ProcessPoolExecutor | None = None
 
     def __enter__(self) -> _Workers:

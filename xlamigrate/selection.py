@@ -68,7 +68,7 @@ def select(
     project = tuple(sorted(by_real.values(), key=lambda source: source.display))
     if whole:
         return Selection(replace_files(named, project), replace_files(named, project), (root,))
-    chosen = [by_real[real(source.path)] for source in named.files]
+    chosen = [by_real[real(source.location)] for source in named.files]
     return Selection(replace_files(named, project), replace_files(named, chosen), real_paths)
 
 
@@ -81,8 +81,8 @@ def _matched(walked: Sequence[SourceFile], named: Sequence[SourceFile]) -> list[
     """The walk's files that are the named files, where each named file's real path is the
     path the walk found it by (as it is, but for a link, below a root that is real); None
     where some is not, and the real path of every file decides."""
-    by_path = {os.fspath(source.path): source for source in walked}
-    found = [by_path.get(os.path.realpath(source.path)) for source in named]
+    by_path = {source.location: source for source in walked}
+    found = [by_path.get(os.path.realpath(source.location)) for source in named]
     return None if None in found else cast("list[SourceFile]", found)
 
 
@@ -92,9 +92,9 @@ def _joined(
     """The walk's files and the named files it skipped, by their real paths (one per real
     file: a named file keeps the walk's display path, so the launch graph and the report name
     it alike)."""
-    files = {real(source.path): source for source in walked}
+    files = {real(source.location): source for source in walked}
     for source in named:
-        files.setdefault(real(source.path), source)
+        files.setdefault(real(source.location), source)
     return files
 
 
@@ -105,8 +105,8 @@ class _RealPaths:
     def __init__(self) -> None:
         self._folders: dict[str, str] = {}
 
-    def __call__(self, path: Path) -> str:
-        folder, name = os.path.split(os.fspath(path))
+    def __call__(self, path: str) -> str:
+        folder, name = os.path.split(path)
         if not os.path.isabs(folder) or name in ("", ".", "..") or os.path.islink(path):
             return os.path.realpath(path)
         real = self._folders.get(folder)

@@ -134,7 +134,7 @@ class _Recorder:
             else:
                 return None
         return {
-            "files": [(str(f.path), f.display, f.kind) for f in discovery.files],
+            "files": [(f.location, f.display, f.kind) for f in discovery.files],
             "states": self.states,
             "racy": racy,
         }
@@ -145,7 +145,7 @@ def _still_valid(entries: dict[str, Any]) -> Discovery | None:
     try:
         states: dict[str, _State] = entries["states"]
         racy: dict[str, tuple[str, Any]] = entries["racy"]
-        files = tuple(SourceFile(Path(p), display, kind) for p, display, kind in entries["files"])
+        files = tuple(SourceFile(p, display, kind) for p, display, kind in entries["files"])
         for path, state in states.items():
             if path in racy:
                 kind, held = racy[path]

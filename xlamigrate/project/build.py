@@ -4,6 +4,7 @@ picks the signal's name, and decides."""
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -20,6 +21,9 @@ from xlamigrate.project.mentions import Words
 from xlamigrate.project.model import Launcher, Project, ScriptRecipe
 from xlamigrate.project.resolve import ScriptResolver
 
+# The questions the project asks of every file (build.answer answers them).
+MENTIONS = "mentions"
+IMPORTS = "imports"
 # Used when the default signal's name already means something else in the tree.
 _FALLBACK_SIGNAL = "XLAMIGRATE_BF16_RECIPE"
 
@@ -76,8 +80,11 @@ class ProjectBuilder:
     def _references(self, path: str) -> tuple[Reference, ...]:
         return cast(
             "tuple[Reference, ...]",
-            self.remembered("imports", path, lambda: references_in(self.read(path))),
+            self.remembered(IMPORTS, path, partial(self._answer, IMPORTS, path)),
         )
+
+    def _answer(self, question: str, path: str) -> Any:
+        return answer(question, self.read(path))
 
     def launchers(self, analysed: Sequence[Analysed]) -> list[Launcher]:
         key = tuple(analysed)
@@ -137,27 +144,12 @@ class ProjectBuilder:
         cached = self._counted.get(key_words)
         if cached is not None:
             return cached
-        alternatives = "|".join(re.escape(w) for w in words)
-        pattern = re.compile(rf"(?<![\w.-])(?:{alternatives})(?![\w])".encode())
-        named = Words(key_words)  # (a substring test first: the regex is ten times slower)
         # (the words sorted alike in every process: equally long ones are in a set's order)
-        question = "\0".join(["mentions", self.signal, *sorted(words)])
-
-        def count(path: str) -> tuple[tuple[str, int], ...]:
-            data = self.read(path)
-            if data is None or not named.any_in(data):
-                return ()
-            found: dict[str, int] = {}
-            for match in pattern.finditer(data):
-                if not _copied(data, match.start()):
-                    word = match.group().decode()
-                    key = "" if word == self.signal else word
-                    found[key] = found.get(key, 0) + 1
-            return tuple(found.items())
+        question = "\0".join([MENTIONS, self.signal, *sorted(words)])
 
         counts: dict[str, dict[str, int]] = {}
         for path in self.others:
-            found = self.remembered(question, path, partial(count, path))
+            found = self.remembered(question, path, partial(self._answer, question, path))
             if found:
                 counts[path] = dict(found)
         self._counted[key_words] = counts
@@ -175,6 +167,44 @@ class ProjectBuilder:
         if any(ours in (self.read(path) or b"") for path in users):
             return self.signal
         return _FALLBACK_SIGNAL
+
+
+def answer(question: str, data: bytes | None) -> Any:
+    """A file's answer to one of the project's questions about its bytes (plain values): the
+    question names all the answer depends on besides them, so an answer is remembered for the
+    bytes, and a changed file is asked again without the rest of the project (decidedcache)."""
+    if question == IMPORTS:  # its import statements
+        return references_in(data)
+    topic, signal, *words = question.split("\0")
+    if topic == MENTIONS:  # how often it names each word (the signal's name: under "")
+        return _mentions(signal, tuple(words)).count(data)
+    raise ValueError(f"not a question of the project: {question!r}")
+
+
+class _Mentions:
+    def __init__(self, signal: str, words: Sequence[str]) -> None:
+        self.signal = signal
+        longest_first = sorted(words, key=len, reverse=True)
+        alternatives = "|".join(re.escape(word) for word in longest_first)
+        self.pattern = re.compile(rf"(?<![\w.-])(?:{alternatives})(?![\w])".encode())
+        # (a substring test first: the regex is ten times slower)
+        self.named = Words(word.encode() for word in words)
+
+    def count(self, data: bytes | None) -> tuple[tuple[str, int], ...]:
+        if data is None or not self.named.any_in(data):
+            return ()
+        found: dict[str, int] = {}
+        for match in self.pattern.finditer(data):
+            if not _copied(data, match.start()):
+                word = match.group().decode()
+                key = "" if word == self.signal else word
+                found[key] = found.get(key, 0) + 1
+        return tuple(found.items())
+
+
+@functools.lru_cache(maxsize=8)
+def _mentions(signal: str, words: tuple[str, ...]) -> _Mentions:
+    return _Mentions(signal, words)
 
 
 def _file_name(written: str) -> str:

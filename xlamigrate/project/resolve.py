@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import posixpath
-from collections.abc import Callable, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -48,11 +48,22 @@ class Resolution:
     why: str = ""
 
 
-def _read_text(path: str) -> str | None:
-    try:
-        return Path(path).read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
+class Disk:
+    """What the resolver asks of the filesystem beyond the discovered files (a Dockerfile's
+    text, whether a path COPY names is a file or a folder): one seam, so that a run can note
+    what it asked (decidedcache.py)."""
+
+    def read_text(self, path: str) -> str | None:
+        try:
+            return Path(path).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+
+    def is_file(self, path: str) -> bool:
+        return os.path.isfile(path)
+
+    def is_dir(self, path: str) -> bool:
+        return os.path.isdir(path)
 
 
 @dataclass
@@ -60,10 +71,10 @@ class ScriptResolver:
     """Maps (launcher display path, script as written) to a project file's display path."""
 
     root: Path
-    files: dict[str, Path]  # display path -> where it is, for every Python file discovered
+    files: Collection[str]  # the display path of every Python file discovered
     dockerfiles: Sequence[str] = ()  # the project's Dockerfiles (display paths)
     builders: Sequence[str] = ()  # files that may build images (scripts, Makefiles, YAML)
-    read: Callable[[str], str | None] = _read_text
+    disk: Disk = field(default_factory=Disk)
     cache: dict[tuple[str, str], Resolution] = field(default_factory=dict)
     _images: dict[str, Image] = field(default_factory=dict)
     _ignores: dict[str, DockerIgnore | None] = field(default_factory=dict)
@@ -194,7 +205,7 @@ class ScriptResolver:
 
         for path in (f"{dockerfile}.dockerignore", _join(context, ".dockerignore")):
             if path not in self._ignores:
-                text = self.read(path) if Path(path).is_file() else None
+                text = self.disk.read_text(path) if self.disk.is_file(path) else None
                 self._ignores[path] = None if text is None else parse_dockerignore(text, path)
             if self._ignores[path] is not None:
                 return self._ignores[path]
@@ -204,12 +215,12 @@ class ScriptResolver:
         if self._builds is None:
             from xlamigrate.project.builds import image_builds
 
-            self._builds = image_builds(self.builders, self.read, self._is_file)
+            self._builds = image_builds(self.builders, self.disk.read_text, self._is_file)
         return self._builds
 
     def _image(self, dockerfile: str) -> Image | None:
         if dockerfile not in self._images:
-            text = self.read(dockerfile)
+            text = self.disk.read_text(dockerfile)
             if text is None:
                 return None
             from xlamigrate.project.images import image_of
@@ -218,14 +229,14 @@ class ScriptResolver:
         return self._images[dockerfile]
 
     def _is_file(self, path: str) -> bool:
-        return path in self.files or (not path.startswith("/") and Path(path).is_file())
+        return path in self.files or (not path.startswith("/") and self.disk.is_file(path))
 
     def _is_folder(self, path: str) -> bool:
         folder = posixpath.normpath(path.rstrip("/") or ".")
         if folder in self._folders():
             return True
         if folder not in self._disk_folders:
-            self._disk_folders[folder] = not path.startswith("/") and Path(folder).is_dir()
+            self._disk_folders[folder] = not path.startswith("/") and self.disk.is_dir(folder)
         return self._disk_folders[folder]
 
     def _folders(self) -> frozenset[str]:

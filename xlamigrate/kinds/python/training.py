@@ -129,6 +129,9 @@ class TrainingScript:
         # The first line nested deeper than libcst can take (None: none is), found on the way.
         self.too_deep: int | None = None
         self._index()
+        if id(module) not in self._blocks:  # (a module without statements: an empty body)
+            self._blocks[id(module)] = [Block(module, "body", [], suite=False)]
+            self._parents[id(self._blocks[id(module)][0])] = module
         self.top = self._blocks[id(module)][0]  # the module's own block
 
     # -- the index -------------------------------------------------------------------------------
