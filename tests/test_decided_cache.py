@@ -5,13 +5,14 @@ however, a run with the cache reports what a run without it does."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 
 from tests.test_cache import PROJECTS, launched_tree, scanned_json, scanned_named
-from xlamigrate import engine
+from xlamigrate import decidedcache, engine
 from xlamigrate.cache import CACHE_DIRECTORY
 from xlamigrate.catalogue import Catalogue
 
@@ -151,3 +152,32 @@ def test_what_the_resolver_asked_of_the_disk_is_asked_again(
     decided.clear()
     assert scanned_named(catalogue, True, "k8s/job.yaml") == left_out
     assert decided
+
+
+def test_a_reused_decision_is_amended_not_written_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, catalogue: Catalogue
+) -> None:
+    """The files found changed alike go to a small file beside the decision (a warm run
+    writes that, not the whole decision), until there are too many of them."""
+    monkeypatch.chdir(tmp_path)
+    launched_tree(tmp_path)
+    decided = deciding(monkeypatch)
+    scanned_named(catalogue, True, "train.py")
+    (kept,) = (tmp_path / CACHE_DIRECTORY).rglob("*.decision.pickle")
+    written = os.stat(kept)
+    for edit_number in range(3):
+        comment(tmp_path / "module_2.py", f"edit {edit_number}")
+        expected = scanned_named(catalogue, False, "train.py")
+        decided.clear()
+        assert scanned_named(catalogue, True, "train.py") == expected
+        assert not decided
+    assert os.stat(kept).st_ino == written.st_ino  # (amended, not written again)
+    assert list((tmp_path / CACHE_DIRECTORY).rglob("*.decision-changes.pickle"))
+    monkeypatch.setattr(decidedcache, "_MAX_CHANGES", 0)
+    comment(tmp_path / "module_2.py", "one more")
+    expected = scanned_named(catalogue, False, "train.py")
+    decided.clear()
+    assert scanned_named(catalogue, True, "train.py") == expected
+    assert not decided
+    assert os.stat(kept).st_ino != written.st_ino  # (the changes folded into the decision)
+    assert not list((tmp_path / CACHE_DIRECTORY).rglob("*.decision-changes.pickle"))

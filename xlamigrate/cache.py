@@ -101,9 +101,11 @@ class RunCache:
         self._dirty = False
         self._digests: dict[str, str] = {}  # a file's bytes' hash, as this run knows them
         # Per-file pieces of the cross-file work (which names a file holds): a table per
-        # question, each file's answer under the hash of its bytes; the questions not asked
-        # in a run are dropped when it saves.
-        self._pieces: dict[str, dict[str, Any]] = _pieces_of(entries.get("pieces"))
+        # question, each file's answer under the hash of its bytes, kept in a file of their
+        # own (read once a run asks a question: a run that reuses the project's decision
+        # asks none). A question asked keeps the answers of the files it was asked of.
+        self._pieces: dict[str, dict[str, Any]] | None = None
+        self._pieces_changed = False
         self._asked: dict[str, set[str]] = {}  # a question -> the files' hashes asked about
         self._names: dict[str, str] = {}
         self._below = os.path.join(self.root, "")  # (the root and a separator)
@@ -263,11 +265,13 @@ class RunCache:
 
     def _answer(self, question: str, digest: str, compute: Callable[[], Any]) -> Any:
         self._asked.setdefault(question, set()).add(digest)
+        if self._pieces is None:
+            self._pieces = _pieces_of(_load_entries(self.companion("pieces")).get("pieces"))
         table = self._pieces.setdefault(question, {})
         if digest in table:
             return table[digest]
         answer = table[digest] = compute()
-        self._dirty = True
+        self._pieces_changed = True
         return answer
 
     def save(self) -> None:
@@ -280,19 +284,23 @@ class RunCache:
                 data = pickle.dumps({"results": kept}, protocol=pickle.HIGHEST_PROTOCOL)
                 _write_atomically(self._shard_path(number), data)
         self._dirty_shards.clear()
+        if self._pieces is not None and self._pieces_changed:
+            pieces = {  # (a question asked: the answers for the files of this run)
+                question: (
+                    {d: table[d] for d in self._asked[question] if d in table}
+                    if question in self._asked
+                    else table
+                )
+                for question, table in self._pieces.items()
+            }
+            with contextlib.suppress(OSError):
+                _made(self.path.parent)
+                data = pickle.dumps({"pieces": pieces}, protocol=pickle.HIGHEST_PROTOCOL)
+                _write_atomically(self.companion("pieces"), data)
+            self._pieces_changed = False
         if not self._dirty:
             return
-        entries = {
-            "files": self._files,
-            "generation": self._generation,
-            "pieces": {  # (the answers for the files of this run)
-                question: {
-                    d: self._pieces[question][d] for d in asked if d in self._pieces[question]
-                }
-                for question, asked in self._asked.items()
-                if question in self._pieces
-            },
-        }
+        entries = {"files": self._files, "generation": self._generation}
         with contextlib.suppress(OSError):
             folder = _made(self.path.parent)
             data = pickle.dumps(entries, protocol=pickle.HIGHEST_PROTOCOL)

@@ -16,10 +16,10 @@ again.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 from xlamigrate.cache import (
@@ -34,6 +34,7 @@ from xlamigrate.project.launchers import launcher_of, launches_with_flag, sets_r
 from xlamigrate.project.resolve import Disk
 
 _FORMAT = 1
+_MAX_CHANGES = 256  # files changed alike kept apart; beyond, the decision is written again
 # A file's state among the inputs: its kind and the digest of its bytes.
 Input = tuple[str, str]
 
@@ -180,27 +181,57 @@ class Decision:
         return display in self.journal.read or display in self.failed
 
 
-def location(cache: RunCache) -> Path:
-    """Where the decision of a run is kept: beside its run cache (of the same tool, settings
-    and rules)."""
-    return cache.companion("decision")
+class Kept:
+    """Where a run's decision is kept, beside its run cache (of the same tool, settings and
+    rules): the decision, and the files changed since it was made that answered alike (a
+    small file, written where rewriting the whole decision would cost a warm run more)."""
 
+    def __init__(self, cache: RunCache) -> None:
+        self._decision = cache.companion("decision")
+        self._changes = cache.companion("decision-changes")
+        self._saved: dict[str, Input] = {}  # the inputs as the decision's file has them
+        self._token: str | None = None  # (and the token naming it)
 
-def load(path: Path) -> Decision | None:
-    """The decision kept there, made from the current folder (the display paths' base)."""
-    entries = read_side_file(path, values=True)
-    decision = entries.get("decision")
-    if not isinstance(decision, Decision) or entries.get("format") != _FORMAT:
-        return None
-    return decision if entries.get("base") == os.getcwd() else None
+    def load(self) -> Decision | None:
+        """The decision kept, made from the current folder (the display paths' base), with
+        the changes found alike since."""
+        entries = read_side_file(self._decision, values=True)
+        decision = entries.get("decision")
+        if (
+            not isinstance(decision, Decision)
+            or entries.get("format") != _FORMAT
+            or entries.get("base") != os.getcwd()
+        ):
+            return None
+        token = entries.get("token")
+        self._saved, self._token = decision.inputs, token if isinstance(token, str) else None
+        changes = read_side_file(self._changes)
+        if self._token is not None and changes.get("token") == self._token:
+            merged = dict(decision.inputs)
+            found = changes.get("inputs")
+            merged.update(
+                (display, state)
+                for display, state in (found.items() if isinstance(found, dict) else ())
+                if display in merged and isinstance(state, tuple)
+            )
+            decision = dataclasses.replace(decision, inputs=merged)
+        return decision
 
+    def save(self, decision: Decision) -> None:
+        token = os.urandom(8).hex()  # (the changes written later name the decision they amend)
+        entries = {"decision": decision, "format": _FORMAT, "base": os.getcwd(), "token": token}
+        write_side_file(self._decision, entries)
+        with contextlib.suppress(OSError):
+            self._changes.unlink()
+        self._saved, self._token = decision.inputs, token
 
-def save(path: Path, decision: Decision) -> None:
-    write_side_file(path, {"decision": decision, "format": _FORMAT, "base": os.getcwd()})
-
-
-def save_changed(path: Path, decision: Decision, inputs: Mapping[str, Input]) -> None:
-    """Keeps a reused decision with the inputs of this run, where some file changed (its
-    answers are the same: the next run need not ask it again)."""
-    if inputs != decision.inputs:
-        save(path, dataclasses.replace(decision, inputs=dict(inputs)))
+    def save_changed(self, decision: Decision, inputs: Mapping[str, Input]) -> None:
+        """Keeps a reused decision with this run's inputs, where some file changed (its
+        answers alike: the next run need not ask it again)."""
+        if inputs == decision.inputs:
+            return
+        changes = {d: state for d, state in inputs.items() if self._saved.get(d) != state}
+        if len(changes) > _MAX_CHANGES or self._token is None:
+            self.save(dataclasses.replace(decision, inputs=dict(inputs)))
+        else:
+            write_side_file(self._changes, {"token": self._token, "inputs": changes})

@@ -547,7 +547,7 @@ def _decided(
     cache = workers.cache
     where = None
     if cache is not None and reuse and _asks_precision(catalogue, enabled):
-        where = decidedcache.location(cache)
+        where = decidedcache.Kept(cache)
     inputs: dict[str, decidedcache.Input] = {}
     if where is not None and cache is not None:
         for source in discovery.files:
@@ -558,11 +558,11 @@ def _decided(
             inputs[source.display] = (source.kind, digest)
     files = {source.display: source.location for source in discovery.files}
     if where is not None:
-        kept = decidedcache.load(where)
+        kept = where.load()
         if kept is not None:
             reused = _reused(kept, inputs, files, read, workers, catalogue, enabled, request, pins)
             if reused is not None:
-                decidedcache.save_changed(where, kept, inputs)
+                where.save_changed(kept, inputs)
                 return reused
     recorder = decidedcache.Recorder(inputs) if where is not None else None
     work = read.work()
@@ -590,7 +590,7 @@ def _decided(
             frozenset(layout.failed),
             replace(decided, analyses={}),
         )
-        decidedcache.save(where, decision)
+        where.save(decision)
     return decided
 
 

@@ -54,6 +54,17 @@ class LaunchTable:
         names = {name for api in self.apis for name in (*api.calls, *api.runs)}
         return frozenset(name.rsplit(".", 1)[-1] for name in names)
 
+    def may_launch(self, data: bytes) -> bool:
+        """Whether a Python file's bytes may hold a launch API's enabling write: a recipe
+        flag's name, an environment's keyword and a call's last name (before any parse)."""
+        from xlamigrate.flagvalue import RECIPE_FLAGS
+
+        return (
+            any(flag.encode() in data for flag in RECIPE_FLAGS)
+            and any(name in data for name in self.env_keys)
+            and any(name.encode() in data for name in self.last_names)
+        )
+
 
 @functools.cache
 def launch_table() -> LaunchTable:

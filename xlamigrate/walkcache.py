@@ -79,6 +79,10 @@ def _state(path: str) -> _State:
     return ("f", status.st_size, status.st_mtime_ns)
 
 
+def _state_kind(state: _State) -> object:
+    return None if state is None else state[0]
+
+
 def _listing(folder: str) -> tuple[str, ...] | None:
     try:
         with os.scandir(folder) as entries:
@@ -133,9 +137,14 @@ class _Recorder:
                 racy[path] = ("d", tuple(sorted(self.listings[path])))
             else:
                 return None
+        states = {  # (a path found missing in a folder kept: the folder's mtime tells)
+            path: state
+            for path, state in self.states.items()
+            if state is not None or _state_kind(self.states.get(os.path.dirname(path))) != "d"
+        }
         return {
             "files": [(f.location, f.display, f.kind) for f in discovery.files],
-            "states": self.states,
+            "states": states,
             "racy": racy,
         }
 

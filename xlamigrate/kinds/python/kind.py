@@ -23,7 +23,12 @@ def preload(task: str) -> None:
 
 def analyse_file(path: str, data: bytes, catalogue: Catalogue) -> TextAnalysis | None:
     """The file as one of the project's launchers: the legacy flags it writes into a launch
-    API's environment (a SageMaker estimator, Ray's runtime_env...), see launchapis.py."""
+    API's environment (a SageMaker estimator, Ray's runtime_env...), see launchapis.py; the
+    analysis is imported only for a file that may hold one."""
+    from xlamigrate.launchtable import launch_table
+
+    if not launch_table().may_launch(data):
+        return TextAnalysis()
     from xlamigrate.kinds.python.launchapis import analyse_source
 
     return analyse_source(path, data)

@@ -34,12 +34,8 @@ FORM = "launch-api"  # the form of these writes (the Python rewrite renames thei
 def analyse_source(path: str, data: bytes) -> TextAnalysis | None:
     """The file's launch-API enabling writes and launches (an empty analysis where it makes no
     launch, None where it does not parse)."""
-    if not any(flag.encode() in data for flag in RECIPE_FLAGS):
-        return TextAnalysis()
     table = launch_table()
-    if not any(name in data for name in table.env_keys) or not any(
-        name.encode() in data for name in table.last_names
-    ):
+    if not table.may_launch(data):
         return TextAnalysis()
     from xlamigrate.kinds.python.scan import parsed_python
 
