@@ -61,6 +61,7 @@ _SETTINGS_NOT_KEYED = frozenset({"root", "config_path"})  # where the settings c
 _RACY_NS = 2_000_000_000
 _ALLOWED_BUILTINS = frozenset({"frozenset", "set", "complex", "bytearray", "slice"})
 MISS = object()  # what `get` gives for a result it does not have
+_NOT_NORMAL, _DOUBLED = f"{os.sep}.", os.sep * 2  # (in a path abspath would change)
 
 # A file's entry: size, mtime_ns (-1: compare hashes), hash of its bytes, kind, prefilter verdict.
 _FileEntry = tuple[int, int, str, str, bool]
@@ -317,13 +318,15 @@ class RunCache:
         return name
 
     def _named(self, given: str) -> str:
-        # (a walk's paths are absolute and normal already: abspath only where they may not be)
-        normal = os.path.isabs(given) and f"{os.sep}." not in given and os.sep * 2 not in given
-        absolute = given if normal else os.path.abspath(given)
         below = self._below
-        if not absolute.startswith(below):
-            return absolute
-        return absolute[len(below) :].replace(os.sep, "/")
+        if given.startswith(below) and _NOT_NORMAL not in given and _DOUBLED not in given:
+            name = given[len(below) :]  # (a walk's paths: absolute and normal already)
+        else:
+            absolute = os.path.abspath(given)
+            if not absolute.startswith(below):
+                return absolute
+            name = absolute[len(below) :]
+        return name if os.sep == "/" else name.replace(os.sep, "/")
 
 
 def _unchanged(

@@ -9,10 +9,8 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-import signal
 import stat
 import sys
-import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -896,8 +894,11 @@ def _advanced(result: _Result, progress: Progress) -> _Result:
 def _exit_with(parent: int) -> None:
     """In a worker: exit once `parent` is gone (a CI timeout's SIGKILL leaves no chance to shut
     the pool down). Linux asks the kernel for a signal; elsewhere a thread watches the parent."""
+    import signal  # (here: a start-up cost only the workers pay)
+    import threading
+
     if sys.platform.startswith("linux"):
-        import ctypes  # (here: a start-up cost only the workers pay)
+        import ctypes
 
         try:
             libc = ctypes.CDLL(None, use_errno=True)
