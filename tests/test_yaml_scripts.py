@@ -251,7 +251,31 @@ GITLAB = yaml(
 def test_gitlab_items_of_one_job_share_a_shell_and_name_what_later_items_run() -> None:
     access = only(GITLAB)
     assert at(GITLAB, access) == (3, 14)
-    assert access.launched == ("train.py",)  # not report.py: after_script is another shell
+    # (the `cd` of one item moves the shell the next item runs in; not report.py:
+    # after_script is another shell)
+    assert access.launched == ("training/train.py",)
+
+
+def test_a_gitlab_items_cd_moves_the_items_after_it() -> None:
+    text = yaml(
+        """
+        train:
+          script:
+            - cd jobs/llama
+            - XLA_USE_BF16=1 python train.py
+            - cd "$SOMEWHERE"
+            - XLA_USE_BF16=1 python eval.py
+        other:
+          script:
+            - XLA_USE_BF16=1 python train.py
+        """
+    )
+    first, second, third = accesses(text)
+    assert first.launched == ("jobs/llama/train.py",)
+    (unknown,) = second.launched  # (moved to a folder not known here, and said where)
+    assert unknown.startswith('<folder not known: `cd "$SOMEWHERE"` at line 5 ')
+    assert unknown.endswith(">/eval.py")
+    assert third.launched == ("train.py",)  # (another job: another shell)
 
 
 def test_gitlab_item_removal_takes_its_line_and_an_only_item_keeps_a_no_op() -> None:

@@ -106,15 +106,17 @@ def analyse_source(
     whole: TextEdit | None = None,
     later: tuple[str, ...] = (),
     own_folder: bool = False,
+    where: WorkingDirectory = START_DIRECTORY,
 ) -> ShellAnalysis:
     """The accesses of the shell text `source` (a file, or a text inside another file).
     `whole` removes the construct that holds the text, for when its only command goes; without
     it, a text that must keep a command (`may_be_empty` False) keeps a `:`. `later`: the Python
     scripts that texts run after this one in the same shell (the next items of a GitLab
     `script:` list), which see the variables this text leaves set. `own_folder`: the text is a
-    script file of its own, whose `$(dirname "$0")` is the file's folder."""
+    script file of its own, whose `$(dirname "$0")` is the file's folder. `where`: the folder
+    the shell is in when the text starts (after a GitLab job's earlier items)."""
     analyser = _Analyser(source.host, names, later=later)
-    top = _Script(source, 0, note, may_be_empty, whole, own_folder=own_folder)
+    top = _Script(source, 0, note, may_be_empty, whole, own_folder=own_folder, where=where)
     analyser.script(top, sbatch=True)
     return analyser.result()
 
@@ -122,9 +124,17 @@ def analyse_source(
 def launches(source: Embedded) -> tuple[Launch, ...]:
     """What every command of the shell text `source` runs, whether or not it names a flag (the
     scripts a Dockerfile's CMD starts): its launches, nothing else analysed."""
+    return run_through(source)[0]
+
+
+def run_through(
+    source: Embedded, where: WorkingDirectory = START_DIRECTORY
+) -> tuple[tuple[Launch, ...], WorkingDirectory]:
+    """The launches of the shell text `source` run from `where`, and the folder the shell is
+    in after it (the next item of a GitLab `script:` list starts there)."""
     analyser = _Analyser(source.host, frozenset(), every_script=True)
-    analyser.script(_Script(source, 0))
-    return analyser.result().launches
+    analyser.script(_Script(source, 0, where=where))
+    return analyser.result().launches, analyser.ended or where
 
 
 def _remote_reader(redirect: Node) -> str | None:
@@ -186,6 +196,7 @@ class _Analyser:
     later: tuple[str, ...] = ()  # scripts launched after the text, in the same shell
     # every shell variable's assignments in the text: (literal value or None, arms around it)
     assigned: dict[str, list[tuple[str | None, Branch]]] = field(default_factory=dict)
+    ended: WorkingDirectory | None = None  # the folder the shell is in after the text
 
     def script(self, script: _Script, sbatch: bool = False) -> None:
         """Analyses a script, then the scripts found inside it (here-documents, strings)."""
@@ -339,6 +350,8 @@ class ScriptReader:
         self.reads(root)
         if sbatch:
             self.sbatch_directives()
+        if self.script.id == 0:
+            self.analyser.ended = self.where
 
     # -- errors -------------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from xlamigrate.flagvalue import FlagValue
 from xlamigrate.kinds.embedded import Embedded
@@ -17,6 +18,9 @@ from xlamigrate.kinds.textaccess import Problem, TextAccess, TextEdit, TextMenti
 from xlamigrate.kinds.yaml.positions import Positions
 from xlamigrate.kinds.yaml.scalar import read_alone, scalar_source
 from xlamigrate.kinds.yaml.sites import Script, Site
+
+if TYPE_CHECKING:
+    from xlamigrate.kinds.shell.workdir import WorkingDirectory
 
 # Expressions the CI or workflow system substitutes before the shell reads the text: GitHub
 # Actions `${{ ... }}` everywhere (never valid shell), Argo `{{ ... }}` in Argo documents.
@@ -51,7 +55,9 @@ class Scripts:
         self.positions = Positions(host)
         self.result = ScriptAnalysis()
         self._sources: dict[int, ScriptText] = {}
-        self._launches: dict[int, tuple[Launch, ...]] = {}
+        # per site (kept with it: its id is the key): each script's launches, and the folder
+        # it starts in (a GitLab job's items run in one shell: an item's `cd` moves the next)
+        self._runs: dict[int, tuple[Site, list[tuple[tuple[Launch, ...], WorkingDirectory]]]] = {}
         self._done: set[int] = set()
 
     # What a site runs --------------------------------------------------------------------------
@@ -62,17 +68,26 @@ class Scripts:
         made = site.launch()
         if made is not None:
             found.append(made.python_script)
-        for script in site.scripts:
-            found.extend(launch.python_script for launch in self._launches_of(script))
+        for runs, _ in self._run_through(site):
+            found.extend(launch.python_script for launch in runs)
         return tuple(dict.fromkeys(site.placed(s) for s in found if s is not None))
 
-    def _launches_of(self, script: Script) -> tuple[Launch, ...]:
-        from xlamigrate.kinds.shell.analysis import launches
+    def _run_through(self, site: Site) -> list[tuple[tuple[Launch, ...], WorkingDirectory]]:
+        """Each script's launches and the folder it starts in: the folder the shell is in
+        after the scripts before it in the same session."""
+        from xlamigrate.kinds.shell.analysis import run_through
+        from xlamigrate.kinds.shell.workdir import START_DIRECTORY
 
-        key = id(script.node)
-        if key not in self._launches:
-            self._launches[key] = launches(self.source(script).shell)
-        return self._launches[key]
+        kept = self._runs.get(id(site))
+        if kept is None:
+            folders: dict[int, WorkingDirectory] = {}
+            runs = []
+            for script in site.scripts:
+                where = folders.get(script.session, START_DIRECTORY)
+                made, folders[script.session] = run_through(self.source(script).shell, where)
+                runs.append((made, where))
+            kept = self._runs[id(site)] = (site, runs)
+        return kept[1]
 
     # The scripts' accesses ---------------------------------------------------------------------
 
@@ -85,17 +100,23 @@ class Scripts:
             expressions = [self.host[s:e] for s, e in source.expressions]
             if not any(name in t for name in self.names for t in (source.shell.text, *expressions)):
                 continue
+            runs = self._run_through(site)
             later = tuple(
                 launch.python_script
-                for other in site.scripts[index + 1 :]
-                if other.session == script.session
-                for launch in self._launches_of(other)
+                for position, (other, (made, _)) in enumerate(zip(site.scripts, runs, strict=True))
+                if position > index and other.session == script.session
+                for launch in made
                 if launch.python_script is not None
             )
-            self._analyse(site, script, source, later)
+            self._analyse(site, script, source, later, runs[index][1])
 
     def _analyse(
-        self, site: Site, script: Script, source: ScriptText, later: tuple[str, ...]
+        self,
+        site: Site,
+        script: Script,
+        source: ScriptText,
+        later: tuple[str, ...],
+        where: WorkingDirectory,
     ) -> None:
         from xlamigrate.kinds.shell.analysis import analyse_source
 
@@ -105,6 +126,7 @@ class Scripts:
             may_be_empty=script.may_be_empty,
             whole=script.whole,
             later=tuple(dict.fromkeys(later)),
+            where=where,
         )
         for access in found.accesses:
             placed = tuple(site.placed(s) for s in access.launched)
