@@ -30,7 +30,10 @@ from xlamigrate.kinds.launch import OWN_FOLDER, launch
         ("nohup nice -n 10 timeout 2h taskset -c 0-7 python train.py", "train.py"),
         ("exec numactl --cpunodebind=0 --membind 0 python train.py", "train.py"),
         ("time env XLA_USE_BF16=1 torchrun train.py", "train.py"),
-        ("docker run --rm -e A=1 -v /data:/data image:tag python /app/train.py", "/app/train.py"),
+        (  # (a path of the image the container runs)
+            "docker run --rm -e A=1 -v /data:/data image:tag python /app/train.py",
+            "<image named=image:tag>/app/train.py",
+        ),
         ("./train.py --fast", "./train.py"),
         (
             "torchrun $DISTRIBUTED_ARGS $SCRIPT_DIR/tp_pretrain.py --steps 10",
@@ -98,7 +101,7 @@ def test_mpirun_and_docker_pass_variables_with_options() -> None:
     docker = launch(shlex.split("docker run --env=XLA_DOWNCAST_BF16=1 img python t.py"))
     (setting,) = docker.env
     assert (setting.name, setting.value, setting.name_offset) == ("XLA_DOWNCAST_BF16", "1", 6)
-    assert docker.python_script == "t.py"
+    assert docker.python_script == "<image named=img>t.py"  # (from the image's WORKDIR)
 
 
 @pytest.mark.parametrize(

@@ -493,6 +493,41 @@ def test_a_job_image_the_project_builds_runs_that_dockerfiles_copy(
     assert "it starts b/train.py" in finding.message
 
 
+@pytest.mark.parametrize(
+    ("run", "expected"),
+    [
+        ("docker run --rm -e XLA_USE_BF16=1 train:latest python train.py", "b/train.py"),
+        ("podman run -e XLA_USE_BF16=1 -w /app/sub train torchrun sub.py", "b/sub/sub.py"),
+        ("docker run -e XLA_USE_BF16=1 train python /app/train.py", "b/train.py"),
+        ("docker run -e XLA_USE_BF16=1 train:v2 python train.py", None),  # not built here
+    ],
+    ids=["docker-run", "workdir", "absolute", "another-tag"],
+)
+def test_a_shell_docker_run_starts_the_script_of_the_image_it_names(
+    project: Path, catalogue: Catalogue, run: str, expected: str | None
+) -> None:
+    """`docker run IMAGE python train.py` runs the image's train.py (from its WORKDIR, or the
+    folder -w names), found through the Dockerfile a `docker build -t IMAGE` of the project
+    builds: not a train.py beside the script. An image the project does not build is read
+    against every Dockerfile (here they copy different files: the write stays)."""
+    files = {
+        "scripts/train.sh": f"#!/bin/sh\ndocker build -t train -f images/Dockerfile.b .\n{run}\n",
+        "images/Dockerfile.a": IMAGE_A,
+        "images/Dockerfile.b": IMAGE_B,
+        "a/train.py": TRAIN,
+        "b/train.py": TRAIN,
+        "b/sub/sub.py": TRAIN,
+        "scripts/train.py": TRAIN,  # (beside the launcher: not what the container runs)
+    }
+    (finding,) = scan_writes(files, project, catalogue)
+    if expected is None:
+        assert is_manual(finding)
+        assert "copy different files there: which image runs is unknown" in finding.message
+        return
+    assert not is_manual(finding), finding.message
+    assert f"it starts {expected}" in finding.message
+
+
 def test_a_job_image_no_build_names_is_read_against_every_dockerfile(
     project: Path, catalogue: Catalogue
 ) -> None:

@@ -150,6 +150,8 @@ class Program:
     assignments: bool = False
     separator: str | None = None
     only_options: bool = False
+    container: bool = False  # runs the command in a container (`docker run IMAGE`)
+    workdir_options: frozenset[str] = frozenset()  # the container's working folder
 
     def knows(self, option: str) -> bool:
         return bool(self.takes(option)) or option in self.code_options
@@ -207,6 +209,9 @@ class _Reading:
     shell_strings: list[int] = field(default_factory=list)
     module: str | None = None
     remote: bool = False
+    # the command runs in a container: the image (`NAMED` and its name; None: not known) and
+    # the folder its command starts in (None: the image's WORKDIR)
+    container: tuple[str | None, str | None] | None = None
 
     written: Sequence[str] = ()
 
@@ -221,6 +226,9 @@ class _Reading:
             name = words[script]
             if name is None and script < len(self.written):
                 name = self.written[script]
+        if name is not None and self.container is not None:
+            image, workdir = self.container
+            name = in_image(name, workdir, image)
         return Launch(
             programs=tuple(self.programs),
             script=name,
@@ -274,10 +282,14 @@ def _read_program(
 ) -> int | Launch | None:
     """Reads one program's own words from `index`: the index where the command it runs starts
     (a wrapper), the Launch it makes (a script), or None (nothing more to know)."""
+    subcommand = None
     if program.subcommands:
         if index >= len(words) or words[index] not in program.subcommands:
             return None
+        subcommand = words[index]
         index += 1
+    if program.container:
+        reading.container = (None, None)
     positionals = program.positionals
     assigned = False  # after `env X=1`, a word is the command, even one that starts with -
     unknown: int | None = None  # the last word read as options from a variable
@@ -320,6 +332,9 @@ def _read_program(
         if positionals or program.only_options:
             if program.role == "remote":
                 reading.remote = True
+            if program.container and subcommand == "run" and reading.container is not None:
+                named = f"{NAMED}{word}" if "$" not in word and ";" not in word else None
+                reading.container = (named, reading.container[1])
             positionals = max(0, positionals - 1)
             index += 1
             continue
@@ -357,6 +372,8 @@ def _option(
     value_index = index if equals else index + 1
     value = attached if equals else (words[index + 1] if index + 1 < len(words) else None)
     offset = len(word) - len(attached) if equals else 0
+    if option in program.workdir_options and reading.container is not None and value:
+        reading.container = (reading.container[0], value)
     if option in program.env_options or option in program.unset_options:
         if value is not None:
             name, has_value, setting = value.partition("=")
@@ -530,4 +547,6 @@ def _program(name: str, row: dict[str, Any]) -> Program:
         assignments=row.get("assignments", False),
         separator=row.get("separator"),
         only_options=row.get("only_options", False),
+        container=row.get("container", False),
+        workdir_options=options("workdir_options"),
     )
