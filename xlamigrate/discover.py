@@ -343,6 +343,8 @@ class _GitIgnores:
                 lines = handle.read().splitlines()
         except OSError:
             return
+        if not any(line.strip() and not line.startswith("#") for line in lines):
+            return  # (no pattern: .git/info/exclude as git writes it, an empty .gitignore)
         import pathspec  # (only where a .gitignore is read: a kept walk reads none)
 
         spec = pathspec.GitIgnoreSpec.from_lines(lines)
