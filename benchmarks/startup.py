@@ -105,8 +105,8 @@ def main() -> None:
             ),
             "xlamigrate scan one.py (a flag)": timed([*cli, "scan", "one.py"], folder, args.repeat),
         }
+        imports = heaviest_imports(folder)  # (before the hook's clone and venv land in it)
         hook = hook_times(folder, args.repeat)
-        imports = heaviest_imports(folder)
     print(f"median of {args.repeat} runs (python {sys.version.split()[0]}, {os.cpu_count()} CPUs)")
     for label, seconds in figures.items():
         print(f"  {label:<44} {seconds * 1000:7.0f} ms")

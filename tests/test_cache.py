@@ -174,6 +174,19 @@ def test_a_file_rewritten_within_its_mtime_is_read_again(
     assert scanned_json(catalogue, use_cache=True) == changed
 
 
+def test_the_cache_folder_is_never_walked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, catalogue: Catalogue
+) -> None:
+    """As ruff's .ruff_cache: skipped whatever ignore files say (its own .gitignore gone)."""
+    monkeypatch.chdir(tmp_path)
+    clean_tree(tmp_path, files=1)
+    expected = scanned_json(catalogue, use_cache=True)
+    folder = tmp_path / CACHE_DIRECTORY
+    (folder / ".gitignore").unlink()
+    (folder / "stray.py").write_text('import os\nos.environ["XLA_USE_BF16"] = "1"\n')
+    assert scanned_json(catalogue, use_cache=False) == expected
+
+
 def test_cache_folder_is_tagged_and_ignored_by_git(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, catalogue: Catalogue
 ) -> None:

@@ -23,7 +23,7 @@ SKIPPED_DIRECTORIES = frozenset(
         ".git", ".hg", ".svn", ".bzr", ".jj", ".venv", "venv", ".tox", ".nox", ".direnv",
         "node_modules", "site-packages", "dist-packages", "__pypackages__", "__pycache__",
         "build", "dist", "_build", "buck-out", ".eggs", ".mypy_cache", ".pytest_cache",
-        ".ruff_cache", ".ipynb_checkpoints", ".pants.d",
+        ".ruff_cache", ".ipynb_checkpoints", ".pants.d", ".xlamigrate_cache",
     }
 )  # fmt: skip
 
