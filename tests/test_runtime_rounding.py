@@ -287,3 +287,44 @@ def test_noise_buffers_are_drawn_afresh_every_lap(monkeypatch: pytest.MonkeyPatc
     assert abs(up.float().mean().item() - 0.5) < 5 * 0.5 / math.sqrt(up.numel())
     for chunk in range(8, 40):
         assert not torch.equal(up[chunk], up[chunk - 8]), chunk
+
+
+# -- the arithmetic form (the one XLA and CUDA run: no bit cast), checked on the CPU -----------
+
+
+def test_the_arithmetic_form_gives_only_the_two_neighbours_and_keeps_specials() -> None:
+    generator = torch.Generator().manual_seed(11)
+    x = torch.randn(20_000, generator=generator) * torch.logspace(-40, 38, 20_000)
+    down, up = neighbours(x)
+    for _ in range(10):
+        rounded = rounding._round_whole(x, generator).to(torch.float32)
+        assert bool(((rounded == down) | (rounded == up)).all())
+    specials = torch.tensor([0.0, -0.0, 1.0, -2.0, float("inf"), float("-inf"), float("nan")])
+    kept = rounding._round_whole(specials, generator)
+    assert kept[:6].tolist() == specials[:6].tolist() and math.isnan(kept[6].item())
+    assert bool(torch.signbit(kept[1]))  # (-0.0 stays negative)
+
+
+def test_the_arithmetic_form_is_unbiased_at_binade_edges_tiny_values_and_the_largest() -> None:
+    """Just below and above powers of two (the spacing halves below one), a subnormal, and a
+    value beyond the largest bf16 (rounds to it or to inf)."""
+    generator = torch.Generator().manual_seed(12)
+    largest = torch.finfo(torch.bfloat16).max
+    values = torch.tensor(
+        [1.0 - 0.3 * 2**-8, 1.0 + 0.3 * 2**-7, -(2.0**-77) * (1 - 0.6 * 2**-8), 2.5 * 2.0**-133,
+         1e-30, largest * (1 + 0.25 * 2**-8), -3.0e-3 * (1 + 0.7 * 2**-7)],
+    )  # fmt: skip
+    draws = 40_000
+    samples = rounding._round_whole(values.repeat(draws, 1), generator).to(torch.float64)
+    down, up = neighbours(values)
+    spacing = (up.to(torch.float64) - down.to(torch.float64)).abs()
+    finite = torch.isfinite(samples).all(dim=0)
+    mean = samples.mean(dim=0)
+    bound = 5 * spacing / (2 * math.sqrt(draws))
+    for index in range(len(values)):
+        if finite[index]:
+            assert abs(mean[index] - values[index].double()) <= bound[index], index
+    beyond = samples[:, 5]
+    rate = torch.isinf(beyond).double().mean().item()
+    assert set(beyond[torch.isfinite(beyond)].unique().tolist()) == {largest}
+    assert abs(rate - 0.25) < 0.02  # (inf with the probability of the next grid point)

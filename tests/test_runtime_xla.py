@@ -141,6 +141,17 @@ def test_stochastic_round_to_bf16_on_xla_draws_fresh_noise(stochastic: dict[str,
     assert stochastic["rounding"]["calls_differ"]
 
 
+def test_stochastic_rounding_stays_in_the_xla_graph() -> None:
+    """After warm-up, each call (and each rounded copy into a bf16 tensor) is one graph run,
+    compiles nothing, moves nothing to the host and falls back to no host operation: the bit
+    cast it was made of did, twice a call (issue 36)."""
+    counted = run_script("stochastic_rounding_graph_xla.py")
+    for name in ("round", "copy"):
+        for call in counted[name]["calls"]:
+            assert call == {"compilations": 0, "executions": 1, "to_host": 0, "fallbacks": []}
+        assert counted[name]["fresh_noise"]
+
+
 def test_fp32_params_copy_with_stochastic_rounding_steps_on_xla(stochastic: dict[str, Any]) -> None:
     run = stochastic["fp32_params_copy"]
     assert run["param_dtypes"] == ["torch.bfloat16"]

@@ -1,4 +1,4 @@
-"""FP32 -> BF16 stochastic rounding, bit-level and vectorised.
+"""FP32 -> BF16 stochastic rounding, vectorised.
 
 BF16 is the top half of an FP32 bit pattern. Adding a uniform random 16-bit integer to the
 pattern and truncating the low 16 bits rounds away from zero with probability
@@ -26,8 +26,11 @@ Where the noise comes from depends on the device, not the rule above:
   of sums of roundings are those of fully independent rounding. Each call draws fresh
   buffers, so calls (steps) are independent; one call can round many tensors
   (`copy_all_stochastically_rounded_`, an optimizer's write-back) for the cost of one draw;
-* elsewhere (XLA, CUDA) a whole-tensor draw from the device RNG, which is cheap there; XLA
-  fuses the few elementwise operations into one kernel.
+* elsewhere (XLA, CUDA) the same rule in arithmetic (`_round_whole`): the nearest bf16 value,
+  its neighbour on x's other side, and 16 random bits from the device RNG to choose. torch-xla
+  lowers no bit cast (a `view(torch.int32)` ran on the host, with a transfer each way), so the
+  bit pattern is not used there: each call is one graph, fused by XLA, with nothing moved to
+  the host (tests/runtime_scripts/stochastic_rounding_graph_xla.py counts it).
 """
 
 from __future__ import annotations
@@ -47,6 +50,10 @@ _HIGH_MASK = -_LOW_BITS  # 0xFFFF0000 as a signed int32
 _CHUNK = 1 << 17
 _SMALL = 4096  # up to this many elements, the whole-tensor form is cheaper on CPU too
 _HIGH_MASK_TENSOR = torch.tensor(_HIGH_MASK, dtype=torch.int32, device="cpu")  # no per-call wrap
+_BF16_MAX = float(torch.finfo(torch.bfloat16).max)
+_MIN_NORMAL = 2.0**-126  # the smallest normal bf16 (and fp32) value
+_SUBNORMAL_SPACING = 2.0**-133  # between bf16 subnormals (and at the smallest normal, both ways)
+_SPACING_IN_BINADE = 2.0**-7  # bf16's spacing in [2**e, 2**(e + 1)), in units of 2**e
 
 
 def stochastic_round_to_bf16(
@@ -148,14 +155,52 @@ def _check_out(out: torch.Tensor, tensor: torch.Tensor) -> None:
 
 
 def _round_whole(tensor: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
-    """The device-agnostic form: one noise tensor from the device RNG, masks only (no `>>`)."""
-    noise = torch.randint(
-        0, _LOW_BITS, tensor.shape, dtype=torch.int32, device=tensor.device, generator=generator
+    """The device-agnostic form, in arithmetic alone: torch-xla lowers no bit cast
+    (`view(torch.int32)` ran on the host, a transfer each way per tensor and call), so the
+    rule is written with the two neighbours instead of the bit pattern. `nearest` is x rounded
+    to nearest; `other` the bf16 value on x's other side of it, one spacing away (the spacing
+    of the binade toward which it lies: half of it below a power of two); x becomes `other`
+    with probability |x - nearest| / spacing, else `nearest`: the expectation is x. All
+    elementwise, so XLA fuses it into the step's graph.
+
+    The binade comes from floor(log2 |nearest|), corrected by one where log2 is inexact (XLA's
+    is, near some powers of two). Zero, inf and NaN stay; a finite value beyond the largest
+    bf16 rounds to it or to inf by the same rule. Below the smallest normal (2**-126) the
+    spacing is 2**-133, which a device that flushes subnormals (XLA's CPU backend) cannot
+    hold: there values round to nearest."""
+    x = tensor
+    nearest = x.to(torch.bfloat16).to(torch.float32)
+    beyond = torch.isinf(nearest) & torch.isfinite(x)  # (rounded to nearest past the largest)
+    largest = torch.where(x < 0, -_BF16_MAX, _BF16_MAX)  # (copysign: torch-xla has none)
+    nearest = torch.where(beyond, largest, nearest)
+    difference = x - nearest  # (exact: at most half a spacing, in x's binade or the next)
+    size = nearest.abs()
+    exponent = torch.floor(torch.log2(size))
+    power = _power_of_two(exponent)
+    exponent = torch.where(power > size, exponent - 1, exponent)
+    exponent = torch.where(power * 2 <= size, exponent + 1, exponent)
+    power = _power_of_two(exponent)
+    spacing = power * _SPACING_IN_BINADE  # between bf16 values of [power, 2 * power)
+    spacing = torch.where(size < _MIN_NORMAL, _SUBNORMAL_SPACING, spacing)
+    below = torch.where((size == power) & (size > _MIN_NORMAL), spacing / 2, spacing)
+    # x further from zero than `nearest` (or that is zero); signs, not a product, which
+    # underflows to zero for tiny values
+    away = (torch.sign(difference) == torch.sign(nearest)) | (nearest == 0)
+    step = torch.where(away, spacing, below)
+    other = nearest + torch.sign(difference) * step
+    # 16 random bits, as many as fp32 has below a bf16 spacing: |x - nearest| / step is a whole
+    # number of 2**-16, so `other` comes with exactly that probability (an integer draw: XLA's
+    # CPU backend makes one in a quarter of the time of a float one)
+    draw = torch.randint(
+        0, _LOW_BITS, x.shape, dtype=torch.int32, device=x.device, generator=generator
     )
-    bits = tensor.view(torch.int32) + noise
-    rounded = (bits & _HIGH_MASK).view(torch.float32).to(torch.bfloat16)
-    # A NaN whose payload sits only in the low bits would otherwise truncate to inf.
-    return torch.where(torch.isnan(tensor), tensor.to(torch.bfloat16), rounded)
+    chosen = draw < difference.abs() / step * _LOW_BITS
+    return torch.where(chosen, other, nearest).to(torch.bfloat16)
+
+
+def _power_of_two(exponent: torch.Tensor) -> torch.Tensor:
+    """2 ** exponent, exactly: `pow` may miss by an ulp (CPU's), which the bf16 grid absorbs."""
+    return torch.pow(2.0, exponent).to(torch.bfloat16).to(torch.float32)
 
 
 def _round_on_cpu(
