@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import io
+import warnings
 from collections.abc import Callable
 from typing import Any
 from unittest import mock
@@ -766,3 +767,84 @@ def test_stochastic_rounding_optimizer_state_dict_makes_no_fp32_copies() -> None
         for key, value in entry.items()
         if torch.is_tensor(value) and key != "step"
     )
+
+
+# --- edges (issue 36) --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", WRAPPERS)
+def test_a_group_edited_in_place_is_a_clear_error(name: str) -> None:
+    model = bf16_mlp()
+    optimizer = WRAPPERS[name](torch.optim.AdamW(model.parameters(), lr=1e-2))
+    optimizer.param_groups[0]["params"].pop()
+    with pytest.raises(RuntimeError, match=r"param_groups\[0\]\['params'\] .* add_param_group"):
+        train(model, optimizer, range(1))
+    with pytest.raises(RuntimeError, match="edited in place"):
+        optimizer.state_dict()
+
+
+def test_a_plain_optimizers_checkpoint_loads_with_a_warning_saying_what_was_rebuilt() -> None:
+    model = bf16_mlp()
+    plain = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    train(model, plain, range(2))
+    wrapped = FP32ParamsCopy(torch.optim.AdamW(model.parameters(), lr=1e-2))
+    with pytest.warns(UserWarning, match="no fp32 master weights .* rebuilt from the bf16"):
+        wrapped.load_state_dict(plain.state_dict())
+    saved = wrapped.state_dict()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (its own checkpoint: nothing to say)
+        FP32ParamsCopy(torch.optim.AdamW(model.parameters(), lr=1e-2)).load_state_dict(saved)
+
+
+@pytest.mark.parametrize("name", WRAPPERS)
+def test_sparse_embedding_gradients_step_through_the_wrapper(name: str) -> None:
+    """SGD takes the sparse fp32 gradient (only the looked-up rows move); AdamW refuses it
+    with its own words, not a copy_() between dense and sparse tensors."""
+    torch.manual_seed(0)
+    table = nn.Embedding(10, 4, sparse=True).to(torch.bfloat16)
+    before = table.weight.detach().clone()
+    optimizer = WRAPPERS[name](torch.optim.SGD(table.parameters(), lr=0.5))
+    table(torch.tensor([1, 3])).float().pow(2).sum().backward()
+    optimizer.step()
+    moved = (table.weight != before).any(dim=1)
+    assert moved.tolist() == [i in (1, 3) for i in range(10)]
+    refused = WRAPPERS[name](torch.optim.AdamW(table.parameters(), lr=0.5))
+    table(torch.tensor([2])).float().sum().backward()
+    with pytest.raises(RuntimeError, match="does not support sparse gradients"):
+        refused.step()
+
+
+@pytest.mark.parametrize("name", WRAPPERS)
+def test_max_grad_norm_clips_the_fp32_gradients_the_update_is_made_from(name: str) -> None:
+    """The norm of the exact fp32 gradients and the clipped fp32 copies, as clip_grad_norm_
+    would give on an fp32 model holding the same values (on the bf16 model it rounds both)."""
+    model = bf16_mlp(seed=3)
+    reference = copy.deepcopy(model).float()
+    options = {"bucket_elements": 50} if name == "states-stochastic" else {}
+    inner = torch.optim.SGD(model.parameters(), lr=0.1)
+    if name == "states-stochastic":
+        optimizer = StochasticRoundingOptimizer(inner, max_grad_norm=0.05, **options)
+    else:
+        stochastic = name == "masters-stochastic"
+        optimizer = FP32ParamsCopy(inner, stochastic_rounding=stochastic, max_grad_norm=0.05)
+    inputs, targets = batch(0)
+    nn.functional.mse_loss(model(inputs).float(), targets.float()).backward()
+    expected = [p.grad.float() for p in model.parameters()]
+    for p, grad in zip(reference.parameters(), expected, strict=True):
+        p.grad = grad.clone()
+    total = torch.nn.utils.clip_grad_norm_(reference.parameters(), 0.05)
+    assert total > 0.05  # (the clip applies)
+    masters_before = [p.detach().float().clone() for p in model.parameters()]
+    optimizer.step()
+    for before, after, ref in zip(
+        masters_before, model.parameters(), reference.parameters(), strict=True
+    ):
+        stepped = before - 0.1 * ref.grad
+        assert is_bf16_rounding_of(after.detach(), stepped).all()
+    if isinstance(optimizer, FP32ParamsCopy):
+        for master, before, ref in zip(
+            optimizer.master_params(), masters_before, reference.parameters(), strict=True
+        ):
+            assert torch.equal(master, before - 0.1 * ref.grad)
+    with pytest.raises(ValueError, match="max_grad_norm must be positive"):
+        FP32ParamsCopy(torch.optim.SGD(model.parameters(), lr=0.1), max_grad_norm=0.0)

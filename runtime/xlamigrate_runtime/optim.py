@@ -55,6 +55,7 @@ class _FP32UpdateOptimizer(Optimizer):
         generator: torch.Generator | None,
         seed: int,
         keep_fp32_grads: bool | None,
+        max_grad_norm: float | None = None,
     ) -> None:
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"expected a torch.optim.Optimizer, got {type(optimizer).__name__}")
@@ -79,6 +80,10 @@ class _FP32UpdateOptimizer(Optimizer):
         self.generator = generator
         self.seed = seed
         self.keep_fp32_grads = keep_fp32_grads
+        if max_grad_norm is not None and not max_grad_norm > 0:
+            raise ValueError(f"max_grad_norm must be positive, got {max_grad_norm}")
+        self.max_grad_norm = max_grad_norm
+        self._clip_scale: torch.Tensor | None = None  # this step's, where max_grad_norm is set
         # param -> its fp32 gradient buffer, reused every step where grads are kept
         self._kept_grads: dict[torch.Tensor, torch.Tensor] = {}
         # model param -> the key of its inner state between steps, and back (`state`)
@@ -153,14 +158,41 @@ class _FP32UpdateOptimizer(Optimizer):
             self.optimizer.add_param_group({**_hyperparameters(group), "params": []})
             self._attach(len(self.param_groups) - 1, group["params"])
 
+    def _check_groups(self) -> None:
+        """A group edited in place (a parameter removed, replaced or appended to its list)
+        leaves the inner optimizer's copy of it behind: say so, and what to do instead."""
+        if len(self.param_groups) != len(self.optimizer.param_groups):
+            raise RuntimeError(
+                f"{type(self).__name__}: param_groups has {len(self.param_groups)} groups, the"
+                f" optimizer was given {len(self.optimizer.param_groups)}: add a group with"
+                " add_param_group(); to drop one, build the optimizer again"
+            )
+        for index, (outer, inner) in enumerate(
+            zip(self.param_groups, self.optimizer.param_groups, strict=True)
+        ):
+            params, kept = outer["params"], inner["params"]
+            if len(params) != len(kept) or any(
+                self._stand_ins.get(param) is not stand_in
+                for param, stand_in in zip(params, kept, strict=True)
+            ):
+                raise RuntimeError(
+                    f"{type(self).__name__}: param_groups[{index}]['params'] is not the list of"
+                    " parameters it was built with (edited in place): the wrapper keeps an"
+                    " fp32 copy of each parameter, so a group cannot be edited. Add"
+                    " parameters with add_param_group(); to drop or replace one, build the"
+                    " optimizer again"
+                )
+
     @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> float | None:  # type: ignore[override]
+        self._check_groups()
         loss = None
         if closure is not None:
             with torch.enable_grad():  # type: ignore[no-untyped-call]
                 loss = closure()
         for outer, inner in zip(self.param_groups, self.optimizer.param_groups, strict=True):
             inner.update(_hyperparameters(outer))  # LR schedulers write to our groups
+        self._clip_scale = self._clipping()
         for bucket in self._buckets():
             with self._fp32_pairs(bucket) as pairs:
                 # Params with a gradient and an fp32 stand-in; the others step themselves or not
@@ -174,6 +206,29 @@ class _FP32UpdateOptimizer(Optimizer):
                 self._after_write(stood_in)
         return loss
 
+    def _clipping(self) -> torch.Tensor | None:
+        """With `max_grad_norm`: the factor every gradient is scaled by in fp32, as
+        `clip_grad_norm_` computes it (max_grad_norm / (total 2-norm + 1e-6), at most 1) but
+        over the gradients' exact fp32 values and applied to the fp32 copies the inner
+        optimizer steps (`clip_grad_norm_` on the model takes the norm of bf16 gradients in
+        bf16 and writes the clipped gradients back in bf16)."""
+        if self.max_grad_norm is None:
+            return None
+        grads = [p.grad for group in self.param_groups for p in group["params"]]
+        present = [grad for grad in grads if grad is not None]
+        if not present:
+            return None
+        device = present[0].device
+        norms = [
+            torch.linalg.vector_norm(
+                (grad.coalesce().values() if grad.is_sparse else grad).to(torch.float32)
+            ).to(device)
+            for grad in present
+        ]
+        total = torch.linalg.vector_norm(torch.stack(norms))
+        scale: torch.Tensor = (self.max_grad_norm / (total + 1e-6)).clamp(max=1.0)
+        return scale
+
     def _buckets(self) -> Iterator[frozenset[int] | None]:
         """The parameters (by id) each inner step covers: all of them at once (None)."""
         yield None
@@ -183,6 +238,7 @@ class _FP32UpdateOptimizer(Optimizer):
             return self.optimizer.state_dict()
 
     def state_dict(self) -> dict[str, Any]:
+        self._check_groups()
         inner = self._inner_state_dict()
         state = {"state": inner["state"], "param_groups": super().state_dict()["param_groups"]}
         if self.generator is not None:
@@ -190,6 +246,7 @@ class _FP32UpdateOptimizer(Optimizer):
         return state
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._check_groups()
         groups = state_dict["param_groups"]
         super().load_state_dict({"state": {}, "param_groups": groups})
         # The inner optimizer casts floating states to its params' dtype: fp32 here, lossless.
@@ -206,11 +263,23 @@ class _FP32UpdateOptimizer(Optimizer):
     def _set_fp32_grads(self, pairs: list[_Pair]) -> None:
         """Gives each fp32 stand-in an fp32 copy of its parameter's gradient (exact: bf16 ->
         fp32): fresh tensors dropped after the step, or buffers kept between steps, 4 bytes
-        per parameter more at rest but no allocation (see `keeps_fp32_grads`)."""
+        per parameter more at rest but no allocation (see `keeps_fp32_grads`). A sparse
+        gradient (an `Embedding(sparse=True)`'s) gets a sparse fp32 copy, which the inner
+        optimizer takes (SGD, Adagrad) or refuses with its own words (AdamW)."""
         for group in _by_device(pairs):
-            grads = [self._fp32_grad_buffer(param, fp32) for param, fp32 in group]
-            _copy_all(grads, [param.grad for param, _ in group if param.grad is not None])
-            for (_, fp32), grad in zip(group, grads, strict=True):
+            scale = self._clip_scale
+            if scale is not None:
+                scale = scale.to(group[0][0].device)
+            for param, fp32 in group:
+                if param.grad is not None and param.grad.is_sparse:
+                    sparse = param.grad.to(torch.float32)
+                    fp32.grad = sparse if scale is None else sparse * scale
+            dense = [(p, fp32) for p, fp32 in group if p.grad is not None and not p.grad.is_sparse]
+            grads = [self._fp32_grad_buffer(param, fp32) for param, fp32 in dense]
+            _copy_all(grads, [param.grad for param, _ in dense if param.grad is not None])
+            if scale is not None and grads:
+                torch._foreach_mul_(grads, scale)
+            for (_, fp32), grad in zip(dense, grads, strict=True):
                 fp32.grad = grad
 
     def _fp32_grad_buffer(self, param: torch.Tensor, fp32: torch.Tensor) -> torch.Tensor:
@@ -261,7 +330,9 @@ class FP32ParamsCopy(_FP32UpdateOptimizer):
     parameter changed outside the optimizer (`model.load_state_dict(...)`, an in-place edit)
     is noticed at the next step and its master follows it. `keep_fp32_grads`: keep the fp32
     gradient buffers between steps (4 bytes per parameter); None, the default, keeps them on
-    the CPU only (`keeps_fp32_grads`).
+    the CPU only (`keeps_fp32_grads`). `max_grad_norm` clips the gradients by their total
+    2-norm as `clip_grad_norm_` does, but in fp32, on the copies the masters are stepped with
+    (instead of calling `clip_grad_norm_` on the bf16 gradients).
     """
 
     def __init__(
@@ -271,10 +342,13 @@ class FP32ParamsCopy(_FP32UpdateOptimizer):
         generator: torch.Generator | None = None,
         seed: int = 0,
         keep_fp32_grads: bool | None = None,
+        max_grad_norm: float | None = None,
     ) -> None:
         self._masters: dict[torch.Tensor, torch.Tensor] = {}
         self._versions: dict[torch.Tensor, int] = {}  # as this optimizer last left each param
-        super().__init__(optimizer, stochastic_rounding, generator, seed, keep_fp32_grads)
+        super().__init__(
+            optimizer, stochastic_rounding, generator, seed, keep_fp32_grads, max_grad_norm
+        )
 
     def _attach_group(self, index: int, params: list[torch.Tensor]) -> None:
         masters = []
@@ -343,6 +417,15 @@ class FP32ParamsCopy(_FP32UpdateOptimizer):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         super().load_state_dict(state_dict)
         saved = state_dict.get(MASTERS_KEY)
+        if saved is None and self._masters:
+            warnings.warn(
+                "FP32ParamsCopy.load_state_dict: the state_dict holds no fp32 master weights"
+                f" ('{MASTERS_KEY}': saved by the plain optimizer, not by this wrapper?): the"
+                " masters were rebuilt from the bf16/fp16 parameters, so they lost what those"
+                " cannot hold (up to half a bf16 step per weight). Resume from a state_dict"
+                " saved by FP32ParamsCopy to continue exactly",
+                stacklevel=2,
+            )
         with torch.no_grad():
             params = [p for group in self.param_groups for p in group["params"]]
             for index, (param, master) in enumerate(zip(params, self.master_params(), strict=True)):
@@ -379,7 +462,8 @@ class StochasticRoundingOptimizer(_FP32UpdateOptimizer):
     average. Between steps nothing but the inner optimizer's fp32 states is kept (12 bytes
     per parameter with AdamW instead of 16 with masters). A step upcasts `bucket_elements`
     elements at a time (2**24 by default), so its stand-ins and their fp32 gradients add a
-    bounded amount, not 8 bytes per parameter, at its peak.
+    bounded amount, not 8 bytes per parameter, at its peak. `max_grad_norm` clips in fp32
+    over every bucket's gradients, as FP32ParamsCopy's does.
     """
 
     def __init__(
@@ -389,11 +473,12 @@ class StochasticRoundingOptimizer(_FP32UpdateOptimizer):
         seed: int = 0,
         keep_fp32_grads: bool = False,
         bucket_elements: int = DEFAULT_BUCKET_ELEMENTS,
+        max_grad_norm: float | None = None,
     ) -> None:
         if bucket_elements < 1:
             raise ValueError("bucket_elements must be at least 1")
         self.bucket_elements = bucket_elements
-        super().__init__(optimizer, True, generator, seed, keep_fp32_grads)
+        super().__init__(optimizer, True, generator, seed, keep_fp32_grads, max_grad_norm)
 
     def _attach_group(self, index: int, params: list[torch.Tensor]) -> None:
         if any(param.dtype == torch.float16 for param in params):
