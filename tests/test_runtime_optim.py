@@ -848,3 +848,46 @@ def test_max_grad_norm_clips_the_fp32_gradients_the_update_is_made_from(name: st
             assert torch.equal(master, before - 0.1 * ref.grad)
     with pytest.raises(ValueError, match="max_grad_norm must be positive"):
         FP32ParamsCopy(torch.optim.SGD(model.parameters(), lr=0.1), max_grad_norm=0.0)
+
+
+def test_a_frozen_parameter_costs_no_master_until_it_trains() -> None:
+    """Built while a weight is frozen, the wrapper keeps no fp32 copy of it (4 bytes a
+    parameter); once it trains, its master is made from its value, and it steps exactly as
+    in a wrapper that had a master all along (one that got no gradient until then)."""
+    model = bf16_mlp(seed=5)
+    along = copy.deepcopy(model)
+    model[0].weight.requires_grad_(False)
+    lazy = FP32ParamsCopy(torch.optim.AdamW(model.parameters(), lr=1e-2))
+    eager = FP32ParamsCopy(torch.optim.AdamW(along.parameters(), lr=1e-2))
+    assert lazy.master_params()[0] is model[0].weight
+    assert [m.dtype for m in lazy.master_params()[1:]] == [torch.float32] * 3
+    frozen = model[0].weight.detach().clone()
+    for step in range(2):
+        for net, optimizer in ((model, lazy), (along, eager)):
+            x, y = batch(step)
+            optimizer.zero_grad()
+            nn.functional.mse_loss(net(x).float(), y.float()).backward()
+            along[0].weight.grad = None  # (the eager one's weight gets no update either)
+            optimizer.step()
+    assert torch.equal(model[0].weight, frozen)
+    model[0].weight.requires_grad_(True)
+    train(model, lazy, range(2, 5))
+    train(along, eager, range(2, 5))
+    assert lazy.master_params()[0].dtype == torch.float32
+    for mine, theirs in zip(lazy.master_params(), eager.master_params(), strict=True):
+        assert torch.equal(mine, theirs)
+    for mine, theirs in zip(model.parameters(), along.parameters(), strict=True):
+        assert torch.equal(mine, theirs)
+    assert lazy.state[model[0].weight]["exp_avg"].dtype == torch.float32
+
+
+def test_a_frozen_parameter_saved_with_its_master_gets_it_back() -> None:
+    model = bf16_mlp(seed=6)
+    optimizer = FP32ParamsCopy(torch.optim.AdamW(model.parameters(), lr=1e-2))
+    train(model, optimizer, range(3))
+    saved = round_trip(optimizer.state_dict())
+    model[0].weight.requires_grad_(False)
+    again = FP32ParamsCopy(torch.optim.AdamW(model.parameters(), lr=1e-2))
+    assert again.master_params()[0] is model[0].weight
+    again.load_state_dict(saved)
+    assert torch.equal(again.master_params()[0], optimizer.master_params()[0])

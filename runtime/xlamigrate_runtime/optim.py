@@ -183,9 +183,13 @@ class _FP32UpdateOptimizer(Optimizer):
                     " optimizer again"
                 )
 
+    def _before_step(self) -> None:
+        """Called at the start of each step, once the groups are checked."""
+
     @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> float | None:  # type: ignore[override]
         self._check_groups()
+        self._before_step()
         loss = None
         if closure is not None:
             with torch.enable_grad():  # type: ignore[no-untyped-call]
@@ -353,19 +357,49 @@ class FP32ParamsCopy(_FP32UpdateOptimizer):
     def _attach_group(self, index: int, params: list[torch.Tensor]) -> None:
         masters = []
         for param in params:
-            if param.dtype in _LOW_PRECISION:
+            if param.dtype in _LOW_PRECISION and param.requires_grad:
                 master = param.detach().to(torch.float32)  # a new tensor: never aliases
                 self._masters[param] = master
                 masters.append(master)
-            else:
+            else:  # (fp32: stepped as it is; frozen: its master is made once it trains)
                 masters.append(param)
         self.optimizer.param_groups[index]["params"] = masters
         _rekey(self.optimizer.state, list(zip(params, masters, strict=True)))
 
     def master_params(self) -> list[torch.Tensor]:
         """The fp32 master weights, in parameter order (a parameter that is neither bf16 nor
-        fp16 is its own)."""
+        fp16 is its own, and so is one frozen since the optimizer was built: a frozen
+        parameter costs no master until it trains)."""
         return [p for group in self.optimizer.param_groups for p in group["params"]]
+
+    def _before_step(self) -> None:
+        """Masters for the low-precision parameters frozen when the optimizer was built that
+        train now (a gradient): made from their current values."""
+        for index, position, param, kept in self._slots():
+            if kept is param and param.dtype in _LOW_PRECISION and param.grad is not None:
+                self._give_master(index, position, param, param)
+
+    def _slots(self) -> Iterator[tuple[int, int, torch.Tensor, torch.Tensor]]:
+        """(group, position, model parameter, what the inner optimizer holds for it)."""
+        for index, (outer, inner) in enumerate(
+            zip(self.param_groups, self.optimizer.param_groups, strict=True)
+        ):
+            for position, (param, kept) in enumerate(
+                zip(outer["params"], inner["params"], strict=True)
+            ):
+                yield index, position, param, kept
+
+    def _give_master(
+        self, index: int, position: int, param: torch.Tensor, source: torch.Tensor
+    ) -> None:
+        with torch.no_grad():
+            master = source.detach().to(device=param.device, dtype=torch.float32, copy=True)
+        self._masters[param] = master
+        self.optimizer.param_groups[index]["params"][position] = master
+        self._params_of.pop(self._stand_ins[param], None)
+        self._stand_ins[param] = master
+        self._params_of[master] = param
+        _rekey(self.optimizer.state, [(param, master)])
 
     @contextmanager
     def _fp32_pairs(self, bucket: frozenset[int] | None = None) -> Iterator[list[_Pair]]:
@@ -427,11 +461,12 @@ class FP32ParamsCopy(_FP32UpdateOptimizer):
                 stacklevel=2,
             )
         with torch.no_grad():
-            params = [p for group in self.param_groups for p in group["params"]]
-            for index, (param, master) in enumerate(zip(params, self.master_params(), strict=True)):
-                if master is param:
+            for number, (index, position, param, master) in enumerate(list(self._slots())):
+                source = saved[number] if saved is not None else param
+                if master is param:  # (a frozen parameter saved with its master: keep it)
+                    if param.dtype in _LOW_PRECISION and source.dtype == torch.float32:
+                        self._give_master(index, position, param, source)
                     continue
-                source = saved[index] if saved is not None else param
                 master.copy_(source.to(device=master.device, dtype=torch.float32))
 
 
