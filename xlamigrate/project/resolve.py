@@ -1,12 +1,14 @@
 """Which file of the project a launch line names (`torchrun train.py`, `CMD ["python",
 "/app/train.py"]`), from the working directory of the process that runs it: a shell script's
 or notebook's folder, then the project root (what real launchers mean), with the shell's own
-`cd`/`pushd` applied (the shell engine's path); a CI step's checkout (its working-directory
-applied); a container's image, through the COPY and ADD instructions of the project's
-Dockerfile that builds it; a path the shell engine found below the launcher's own folder
-(`$SCRIPT_DIR/train.py`, `cd "$(dirname "$0")"`) only there. Never by a file's name alone: a
-path found nowhere, or run from a folder the launcher moved to without saying which, is not a
-file of this project, and the resolver says why."""
+`cd`/`pushd` applied (the shell engine's path; a GitLab job's items run in one shell, so an
+item's `cd` moves the items after it); a CI step's checkout (its working-directory applied); a
+container's image (a Kubernetes or compose container, a `docker run IMAGE` of a shell script),
+through the COPY and ADD instructions of the project's Dockerfile that builds it; a path the
+shell engine found below the launcher's own folder (`$SCRIPT_DIR/train.py`,
+`cd "$(dirname "$0")"`) only there. Never by a file's name alone: a path found nowhere, or run
+from a folder the launcher moved to without saying which, is not a file of this project, and
+the resolver says why."""
 
 from __future__ import annotations
 
