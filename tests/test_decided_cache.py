@@ -72,6 +72,15 @@ def deciding(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return decided
 
 
+def decides_again(catalogue: Catalogue, decided: list[int]) -> bool:
+    """Scans train.py without the cache, then with it: the same JSON (asserted), and whether
+    the run with the cache decided the project again."""
+    expected = scanned_named(catalogue, False, "train.py")
+    decided.clear()
+    assert scanned_named(catalogue, True, "train.py") == expected
+    return bool(decided)
+
+
 def test_a_comment_in_the_launched_script_or_its_launcher_keeps_the_decision(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, catalogue: Catalogue
 ) -> None:
@@ -82,11 +91,8 @@ def test_a_comment_in_the_launched_script_or_its_launcher_keeps_the_decision(
     assert len(decided) == 1
     for name in ("train.py", "scripts/run.sh", "module_0.py", "module_2.py"):
         comment(tmp_path / name, "a comment")
-        expected = scanned_named(catalogue, False, "train.py")
-        decided.clear()
-        assert scanned_named(catalogue, True, "train.py") == expected
-        assert not decided, name  # (the kept decision, its answers the same)
-    assert expected == first
+        assert not decides_again(catalogue, decided), name  # (its answers the same)
+    assert scanned_named(catalogue, True, "train.py") == first
 
 
 def test_a_change_that_answers_otherwise_decides_again(
@@ -103,15 +109,9 @@ def test_a_change_that_answers_otherwise_decides_again(
     }
     for name, text in changes.items():
         (tmp_path / name).write_text(text)
-        expected = scanned_named(catalogue, False, "train.py")
-        decided.clear()
-        assert scanned_named(catalogue, True, "train.py") == expected
-        assert decided, name
+        assert decides_again(catalogue, decided), name
     (tmp_path / "new.sh").write_text("export XLA_USE_BF16=1\npython3 train.py\n")  # a new file
-    expected = scanned_named(catalogue, False, "train.py")
-    decided.clear()
-    assert scanned_named(catalogue, True, "train.py") == expected
-    assert decided
+    assert decides_again(catalogue, decided)
 
 
 def test_a_damaged_decision_is_decided_again(
@@ -167,17 +167,11 @@ def test_a_reused_decision_is_amended_not_written_again(
     written = os.stat(kept)
     for edit_number in range(3):
         comment(tmp_path / "module_2.py", f"edit {edit_number}")
-        expected = scanned_named(catalogue, False, "train.py")
-        decided.clear()
-        assert scanned_named(catalogue, True, "train.py") == expected
-        assert not decided
+        assert not decides_again(catalogue, decided)
     assert os.stat(kept).st_ino == written.st_ino  # (amended, not written again)
     assert list((tmp_path / CACHE_DIRECTORY).rglob("*.decision-changes.pickle"))
     monkeypatch.setattr(decidedcache, "_MAX_CHANGES", 0)
     comment(tmp_path / "module_2.py", "one more")
-    expected = scanned_named(catalogue, False, "train.py")
-    decided.clear()
-    assert scanned_named(catalogue, True, "train.py") == expected
-    assert not decided
+    assert not decides_again(catalogue, decided)
     assert os.stat(kept).st_ino != written.st_ino  # (the changes folded into the decision)
     assert not list((tmp_path / CACHE_DIRECTORY).rglob("*.decision-changes.pickle"))
