@@ -9,13 +9,18 @@ one file changed since. With `ruff` on PATH, `ruff check` of the whole tree, col
 bytecode cache on (an installed package has its .pyc files), even where the environment sets
 PYTHONDONTWRITEBYTECODE: compiling xlamigrate's modules on every start is no cost a user pays.
 
+With --hook-env, the children run in a virtual environment made as pre-commit makes a hook's:
+its own site-packages, which here holds one `.pth` naming the folders this interpreter imports
+xlamigrate and its dependencies from (as path lines: no `.pth` of those folders is run; a
+sandbox's or a distribution's start-up hooks are not the hook's to pay).
+
 The repository is the Neuron tree of scan_neuron_tree.py (its 3,052 Python files, from local
 mirrors) or, without --mirrors/--source, a generated tree of --files Python modules (1% of them
 setting a flag, some started by a launcher). Built in a temporary folder (or --keep DIR), with a
 `git init` so that it is a repository as pre-commit sees it.
 
     python benchmarks/precommit_cache.py --mirrors /work/.mirror [--repeat 3]
-    python benchmarks/precommit_cache.py [--files 3000]
+    python benchmarks/precommit_cache.py [--files 3000] [--hook-env]
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import site
 import statistics
 import subprocess
 import sys
@@ -96,6 +102,9 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=3000, help="generated tree: Python files")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--keep", type=Path, help="build the tree here and keep it")
+    parser.add_argument(
+        "--hook-env", action="store_true", help="run xlamigrate from a hook-like venv"
+    )
     arguments = parser.parse_args()
     holder = None
     if arguments.keep is not None:
@@ -104,18 +113,39 @@ def main() -> None:
     else:
         holder = tempfile.TemporaryDirectory(prefix="xlamigrate-precommit-")
         tree = Path(holder.name)
+    environment = tempfile.TemporaryDirectory(prefix="xlamigrate-hook-env-")
     try:
+        python = hook_env(Path(environment.name)) if arguments.hook_env else sys.executable
         changed = build(arguments, tree)
         where = changed.relative_to(tree)
         print(f"tree: {scan_neuron_tree.describe(tree)}; the commit changes {where}")
-        measure(tree, changed, arguments.repeat)
+        print(f"python: {python}")
+        measure(tree, changed, arguments.repeat, python)
     finally:
+        environment.cleanup()
         if holder is not None:
             holder.cleanup()
 
 
-def measure(tree: Path, changed: Path, repeat: int) -> None:
-    scan = [sys.executable, "-m", "xlamigrate", "scan", "--exit-zero", "--format", "json"]
+def hook_env(folder: Path) -> str:
+    """A venv whose site-packages names, by path lines, where this interpreter finds xlamigrate
+    and its dependencies; its python."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
+    python = folder / "bin" / "python"
+    own = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    import xlamigrate
+
+    checkout = Path(xlamigrate.__file__).resolve().parent.parent
+    folders = [str(checkout), *site.getsitepackages()]
+    (Path(own) / "_xlamigrate_hook.pth").write_text("\n".join(folders) + "\n")
+    return str(python)
+
+
+def measure(tree: Path, changed: Path, repeat: int, python: str) -> None:
+    scan = [python, "-m", "xlamigrate", "scan", "--exit-zero", "--format", "json"]
     touches = 0
 
     def emptied() -> None:
@@ -129,7 +159,7 @@ def measure(tree: Path, changed: Path, repeat: int) -> None:
 
     warm_up = [*scan, "--no-cache", str(changed.relative_to(tree))]
     timed(warm_up, tree, 1, lambda: None)  # (writes the .pyc files, reads the tree once)
-    startup = timed([sys.executable, "-m", "xlamigrate", "--version"], tree, repeat, lambda: None)
+    startup = timed([python, "-m", "xlamigrate", "--version"], tree, repeat, lambda: None)
     print(f"start-up (xlamigrate --version): {startup[0]:.3f} s wall, {startup[1]:.3f} s CPU")
     columns = ("no cache", "cold cache", "warm, 1 changed")
     print(f"{'command':<22} " + " ".join(f"{c:>16}" for c in columns) + f" {'warm/cold':>10}")

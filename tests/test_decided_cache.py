@@ -5,8 +5,11 @@ however, a run with the cache reports what a run without it does."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -175,3 +178,48 @@ def test_a_reused_decision_is_amended_not_written_again(
     assert not decides_again(catalogue, decided)
     assert os.stat(kept).st_ino != written.st_ino  # (the changes folded into the decision)
     assert not list((tmp_path / CACHE_DIRECTORY).rglob("*.decision-changes.pickle"))
+
+
+# What builds the project (the resolver, the launch tables, the decision) and parses launchers
+# or rewrites: none of it is needed where the decision is reused and the file changed is
+# neither a launcher nor a launched script.
+_BUILDING = (
+    "xlamigrate.project.build",
+    "xlamigrate.project.decide",
+    "xlamigrate.project.resolve",
+    "xlamigrate.kinds.launch",
+    "xlamigrate.kinds.shell",
+    "xlamigrate.kinds.python.planner",
+    "libcst",
+    "tree_sitter",
+    "ruamel",
+    "yaml",
+)
+_PROBE = """
+import contextlib, io, json, sys
+from xlamigrate.cli import main
+with contextlib.redirect_stdout(io.StringIO()) as out:
+    try:
+        main(sys.argv[1:])
+    except SystemExit:
+        pass
+print(json.dumps({"out": out.getvalue(), "modules": sorted(sys.modules)}))
+"""
+
+
+def test_a_warm_scan_of_an_edited_module_imports_nothing_that_builds_the_project(
+    tmp_path: Path,
+) -> None:
+    """A pre-commit run that reuses the decision pays for the file it scans, not for importing
+    what would build the project again (the warm run's start-up is most of its time)."""
+    launched_tree(tmp_path)
+    edited = tmp_path / "module_2.py"
+    edited.write_text('import os\nCAST = os.environ.get("XLA_DOWNCAST_BF16")\n')
+    command = [sys.executable, "-c", _PROBE, "scan", "--format", "json", "module_2.py"]
+    subprocess.run(command, cwd=tmp_path, capture_output=True, check=True)  # (cold: decides)
+    comment(edited, "edited")
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, check=True)
+    probe = json.loads(result.stdout)
+    assert json.loads(probe["out"])["findings"][0]["variable"] == "XLA_DOWNCAST_BF16"
+    imported = {m for m in probe["modules"] if m.startswith(_BUILDING)}
+    assert not imported, result.stderr

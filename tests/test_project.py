@@ -11,7 +11,8 @@ from xlamigrate.catalogue import Catalogue
 from xlamigrate.config import ConfigError, load_settings
 from xlamigrate.kinds.launch import IMAGE
 from xlamigrate.kinds.shell.analysis import analyse
-from xlamigrate.project.build import Analysed, ProjectBuilder
+from xlamigrate.project.build import ProjectBuilder
+from xlamigrate.project.model import Analysed
 from xlamigrate.project.platform import platform_of
 from xlamigrate.project.resolve import ScriptResolver
 

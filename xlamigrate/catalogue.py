@@ -7,22 +7,26 @@ from dataclasses import dataclass
 from importlib.abc import Traversable
 from typing import Any
 
-from xlamigrate.masterweights import MASTER_WEIGHTS_FILE
 from xlamigrate.model import APPLICABILITIES, SEVERITIES, Applicability, Severity
-from xlamigrate.modelowners import MODEL_OWNERS_FILE
-from xlamigrate.optimizerfactories import OPTIMIZER_FACTORIES_FILE
 from xlamigrate.recipes.recipe import Recipe, recipe_from_table
-from xlamigrate.releasetable import RELEASES_FILE
-from xlamigrate.rulesdata import APIS_FILE, MODES_FILE, read_toml
+from xlamigrate.rulesdata import (
+    APIS_FILE,
+    FLAGS_FILE,
+    FRAMEWORKS_FILE,
+    LAUNCH_APIS_FILE,
+    LAUNCHERS_FILE,
+    MASTER_WEIGHTS_FILE,
+    MODEL_OWNERS_FILE,
+    MODES_FILE,
+    NXDT_FILE,
+    OPTIMIZER_FACTORIES_FILE,
+    PLATFORMS_FILE,
+    RELEASES_FILE,
+    read_toml,
+)
 from xlamigrate.rulesdata import CatalogueError as CatalogueError
 from xlamigrate.rulesdata import rules_directory as rules_directory
 
-FLAGS_FILE = "flags.toml"
-LAUNCHERS_FILE = "launchers.toml"  # read by xlamigrate.kinds.launch
-PLATFORMS_FILE = "platforms.toml"  # read by xlamigrate.project.platform
-NXDT_FILE = "nxdt.toml"  # read by xlamigrate.nxdttable
-FRAMEWORKS_FILE = "frameworks.toml"  # read by xlamigrate.frameworktable
-LAUNCH_APIS_FILE = "launch_apis.toml"  # read by xlamigrate.launchtable
 _NOT_RULES = frozenset(
     {
         LAUNCHERS_FILE,

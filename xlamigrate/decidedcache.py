@@ -20,7 +20,7 @@ import contextlib
 import dataclasses
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from xlamigrate.cache import (
     RunCache,
@@ -29,9 +29,11 @@ from xlamigrate.cache import (
     stable_digest,
     write_side_file,
 )
-from xlamigrate.project.build import Analysed, answer
-from xlamigrate.project.launchers import launcher_of, launches_with_flag, sets_rounding
-from xlamigrate.project.resolve import Disk
+from xlamigrate.project.disk import Disk
+from xlamigrate.project.questions import answer
+
+if TYPE_CHECKING:
+    from xlamigrate.project.model import Analysed
 
 _FORMAT = 1
 _MAX_CHANGES = 256  # files changed alike kept apart; beyond, the decision is written again
@@ -45,6 +47,8 @@ def launcher_summary(analysed: Analysed | None) -> str:
     stochastic rounding on): another analysis with the same summary decides the same."""
     if analysed is None:
         return stable_digest(None)
+    from xlamigrate.project.launchers import launcher_of, launches_with_flag, sets_rounding
+
     analysis = analysed.analysis
     launcher = (
         launcher_of(analysed.path, analysed.kind, analysed.text, analysis)
@@ -57,7 +61,7 @@ def launcher_summary(analysed: Analysed | None) -> str:
 @dataclasses.dataclass
 class Journal:
     """What deciding the project asked, with the answers: the questions asked of each file
-    (build.answer), the files read whole, what the filesystem said beyond the discovered files,
+    (questions.answer), the files read whole, what the filesystem said beyond the discovered files,
     and the summary of each launcher's analysis."""
 
     answers: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)

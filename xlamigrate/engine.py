@@ -26,7 +26,6 @@ from xlamigrate.discover import Discovery, SourceFile
 from xlamigrate.findings import worded_outcome, worded_report
 from xlamigrate.flagvalue import RECIPE_FLAGS
 from xlamigrate.frameworktable import framework_table
-from xlamigrate.kinds.launch import as_written
 from xlamigrate.kinds.textaccess import TextAnalysis
 from xlamigrate.model import (
     FileError,
@@ -39,17 +38,17 @@ from xlamigrate.model import (
 )
 from xlamigrate.prefilter import Prefilter
 from xlamigrate.progress import SILENT, Progress
-from xlamigrate.project.build import Analysed, ProjectBuilder
 from xlamigrate.project.launchers import launches_with_flag
-from xlamigrate.project.model import Project
+from xlamigrate.project.model import Analysed, Project
 from xlamigrate.project.pins import Pins
-from xlamigrate.project.resolve import ScriptResolver
 from xlamigrate.project.units import split_units, together, units
 from xlamigrate.request import DEFAULT_MODE, STANDALONE, FileContext, RewriteRequest
 from xlamigrate.selection import Selection, select
 
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
+
+    from xlamigrate.project.build import ProjectBuilder
 
 # A file of the project the project decided nothing about: its enabling writes start no
 # script of the project it could follow.
@@ -257,6 +256,9 @@ class _Layout:
         analysed = [a for a in workers.run(launchers, analyse, memo="analyse") if a is not None]
         if not any(launches_with_flag(a.analysis) for a in analysed):
             return cls(analysed, None, {})
+        from xlamigrate.project.build import ProjectBuilder  # (a run that builds the project)
+        from xlamigrate.project.resolve import ScriptResolver
+
         files = {f.display: f.location for f in discovery.files}
         python = {f.display for f in discovery.files if f.kind == "python"}
         builder = ProjectBuilder(
@@ -384,6 +386,8 @@ class _Layout:
         `selected`: the selected launchers' writes, and those that reach selected scripts)."""
         if self.builder is None:
             return ()
+        from xlamigrate.kinds.launch import as_written
+
         edges = []
         for launcher in self.builder.launchers(self.analysed):
             decisions = self.project.decisions_for(launcher.path)
@@ -764,10 +768,14 @@ def _flagged_files(
     kept: dict[str, bytes] = {}
     budget = _KEPT_BYTES
     overlay = overlay or {}
+    on_disk = [s for s in discovery.files if s.display not in overlay]
+    known = iter(  # (bytes given for a file are not the disk's: the cache has no verdict)
+        cache.known_verdicts([(s.location, s.kind) for s in on_disk]) if cache is not None else ()
+    )
     for source in discovery.files:
         given = overlay.get(source.display)
         if given is None and cache is not None:
-            verdict = cache.known_verdict(source.location, source.kind)
+            verdict = next(known)
             if verdict is not None:
                 if verdict:
                     flagged.append((source, None))

@@ -13,8 +13,7 @@ from types import MappingProxyType
 from typing import Any
 
 from xlamigrate.apitable import Version
-from xlamigrate.catalogue import FRAMEWORKS_FILE
-from xlamigrate.rulesdata import CatalogueError, read_toml, rules_directory
+from xlamigrate.rulesdata import FRAMEWORKS_FILE, CatalogueError, read_toml, rules_directory
 
 _XLA = ("call", "keywords", "file")
 Literal = str | int | float | bool

@@ -9,8 +9,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-from xlamigrate.catalogue import LAUNCH_APIS_FILE
-from xlamigrate.rulesdata import CatalogueError, read_toml, rules_directory
+from xlamigrate.rulesdata import LAUNCH_APIS_FILE, CatalogueError, read_toml, rules_directory
 
 # what a launch names: a script, the function it decorates, the function it runs, none
 _KINDS = ("entry", "decorates", "runs", "other")

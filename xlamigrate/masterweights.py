@@ -6,9 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from xlamigrate.rulesdata import read_toml, rules_directory
-
-MASTER_WEIGHTS_FILE = "master_weights.toml"
+from xlamigrate.rulesdata import MASTER_WEIGHTS_FILE, read_toml, rules_directory
 
 
 @dataclass(frozen=True)

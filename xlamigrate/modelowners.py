@@ -6,9 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from xlamigrate.rulesdata import read_toml, rules_directory
-
-MODEL_OWNERS_FILE = "model_owners.toml"
+from xlamigrate.rulesdata import MODEL_OWNERS_FILE, read_toml, rules_directory
 
 
 @dataclass(frozen=True)

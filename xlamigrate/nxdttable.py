@@ -11,10 +11,9 @@ from types import MappingProxyType
 from typing import Any
 
 from xlamigrate.apitable import Version
-from xlamigrate.catalogue import NXDT_FILE
 from xlamigrate.flagvalue import RECIPE_FLAGS, torch_xla_enabled
 from xlamigrate.frameworktable import Releases
-from xlamigrate.rulesdata import CatalogueError, read_toml, rules_directory
+from xlamigrate.rulesdata import NXDT_FILE, CatalogueError, read_toml, rules_directory
 
 
 @dataclass(frozen=True)

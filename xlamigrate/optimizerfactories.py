@@ -7,9 +7,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from xlamigrate.rulesdata import read_toml, rules_directory
-
-OPTIMIZER_FACTORIES_FILE = "optimizer_factories.toml"
+from xlamigrate.rulesdata import OPTIMIZER_FACTORIES_FILE, read_toml, rules_directory
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,7 @@ import functools
 from dataclasses import dataclass
 
 from xlamigrate.apitable import Version
-from xlamigrate.rulesdata import CatalogueError, read_toml, rules_directory
-
-RELEASES_FILE = "releases.toml"
+from xlamigrate.rulesdata import RELEASES_FILE, CatalogueError, read_toml, rules_directory
 
 
 @dataclass(frozen=True)

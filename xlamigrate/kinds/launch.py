@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Literal
 
-from xlamigrate.catalogue import LAUNCHERS_FILE, rules_directory
+from xlamigrate.rulesdata import LAUNCHERS_FILE, rules_directory
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -4,38 +4,22 @@ picks the signal's name, and decides."""
 
 from __future__ import annotations
 
-import functools
 import posixpath
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, cast
 
 from xlamigrate.kinds.launch import anchored, split_function
-from xlamigrate.kinds.textaccess import TextAnalysis
 from xlamigrate.project.decide import Inputs, decide
-from xlamigrate.project.imports import Reference, imported_modules, references_in
+from xlamigrate.project.imports import Reference, imported_modules
 from xlamigrate.project.launchers import launcher_of, sets_rounding
-from xlamigrate.project.mentions import Words
-from xlamigrate.project.model import Launcher, Project, ScriptRecipe
+from xlamigrate.project.model import Analysed, Launcher, Project, ScriptRecipe
+from xlamigrate.project.questions import IMPORTS, MENTIONS, answer
 from xlamigrate.project.resolve import ScriptResolver
 
-# The questions the project asks of every file (build.answer answers them).
-MENTIONS = "mentions"
-IMPORTS = "imports"
 # Used when the default signal's name already means something else in the tree.
 _FALLBACK_SIGNAL = "XLAMIGRATE_BF16_RECIPE"
-
-
-@dataclass(frozen=True)
-class Analysed:
-    """One flagged file of a launcher kind, as the project reads it."""
-
-    path: str
-    kind: str
-    text: str
-    analysis: TextAnalysis
 
 
 @dataclass
@@ -169,54 +153,10 @@ class ProjectBuilder:
         return _FALLBACK_SIGNAL
 
 
-def answer(question: str, data: bytes | None) -> Any:
-    """A file's answer to one of the project's questions about its bytes (plain values): the
-    question names all the answer depends on besides them, so an answer is remembered for the
-    bytes, and a changed file is asked again without the rest of the project (decidedcache)."""
-    if question == IMPORTS:  # its import statements
-        return references_in(data)
-    topic, signal, *words = question.split("\0")
-    if topic == MENTIONS:  # how often it names each word (the signal's name: under "")
-        return _mentions(signal, tuple(words)).count(data)
-    raise ValueError(f"not a question of the project: {question!r}")
-
-
-class _Mentions:
-    def __init__(self, signal: str, words: Sequence[str]) -> None:
-        self.signal = signal
-        longest_first = sorted(words, key=len, reverse=True)
-        alternatives = "|".join(re.escape(word) for word in longest_first)
-        self.pattern = re.compile(rf"(?<![\w.-])(?:{alternatives})(?![\w])".encode())
-        # (a substring test first: the regex is ten times slower)
-        self.named = Words(word.encode() for word in words)
-
-    def count(self, data: bytes | None) -> tuple[tuple[str, int], ...]:
-        if data is None or not self.named.any_in(data):
-            return ()
-        found: dict[str, int] = {}
-        for match in self.pattern.finditer(data):
-            if not _copied(data, match.start()):
-                word = match.group().decode()
-                key = "" if word == self.signal else word
-                found[key] = found.get(key, 0) + 1
-        return tuple(found.items())
-
-
-@functools.lru_cache(maxsize=8)
-def _mentions(signal: str, words: tuple[str, ...]) -> _Mentions:
-    return _Mentions(signal, words)
-
-
 def _file_name(written: str) -> str:
     """The file name a launch's script goes by in other files: `train.py` for `<image>train.py`,
     `<repository root>/src/train.py` or `train.py::train_func` alike."""
     return posixpath.basename(split_function(anchored(written)[1])[0])
-
-
-def _copied(data: bytes, at: int) -> bool:
-    """Whether the name stands on a Dockerfile COPY/ADD line (a file copied, not launched)."""
-    line = data[data.rfind(b"\n", 0, at) + 1 : at].lstrip().upper()
-    return line.startswith((b"COPY ", b"ADD "))
 
 
 def _named_elsewhere(

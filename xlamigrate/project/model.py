@@ -5,7 +5,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from xlamigrate.kinds.textaccess import Branch, LaunchSite
+from xlamigrate.kinds.textaccess import Branch, LaunchSite, TextAnalysis
+
+
+@dataclass(frozen=True)
+class Analysed:
+    """One flagged file of a launcher kind, as the project reads it."""
+
+    path: str
+    kind: str
+    text: str
+    analysis: TextAnalysis
 
 
 @dataclass(frozen=True)

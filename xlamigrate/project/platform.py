@@ -6,7 +6,7 @@ import re
 import sys
 from functools import cache
 
-from xlamigrate.catalogue import PLATFORMS_FILE, rules_directory
+from xlamigrate.rulesdata import PLATFORMS_FILE, rules_directory
 
 if sys.version_info >= (3, 11):
     import tomllib

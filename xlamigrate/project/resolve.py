@@ -32,6 +32,7 @@ from xlamigrate.kinds.launch import (
     split_function,
     unknown_folder,
 )
+from xlamigrate.project.disk import Disk
 
 if TYPE_CHECKING:  # (the containers' modules load only where a container's launch is resolved)
     from xlamigrate.project.builds import Build
@@ -48,24 +49,6 @@ class Resolution:
 
     path: str | None
     why: str = ""
-
-
-class Disk:
-    """What the resolver asks of the filesystem beyond the discovered files (a Dockerfile's
-    text, whether a path COPY names is a file or a folder): one seam, so that a run can note
-    what it asked (decidedcache.py)."""
-
-    def read_text(self, path: str) -> str | None:
-        try:
-            return Path(path).read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return None
-
-    def is_file(self, path: str) -> bool:
-        return os.path.isfile(path)
-
-    def is_dir(self, path: str) -> bool:
-        return os.path.isdir(path)
 
 
 @dataclass

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from xlamigrate.flagvalue import FlagValue
-from xlamigrate.kinds.launch import launch
 from xlamigrate.kinds.python.astscopes import Scope, Scopes
 from xlamigrate.kinds.python.envaccess import Form
 from xlamigrate.kinds.python.envraw import (
@@ -459,6 +458,8 @@ class AstEnvWalker:
                 self.commands.append(command)
             return
         if isinstance(command, (ast.List, ast.Tuple)):
+            from xlamigrate.kinds.launch import launch  # (the launch tables: a command list)
+
             items = list(command.elts)
             words = [_argv_word(item) for item in items]
             started = launch(words)
