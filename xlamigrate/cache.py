@@ -23,7 +23,6 @@ import os
 import pickle
 import stat
 import sys
-import tempfile
 import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -461,7 +460,10 @@ def _made(folder: Path) -> Path:
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
+    # (a name of this process's own beside the file, not tempfile's: importing it, with
+    # random and shutil, cost a warm run more than the write)
+    temporary = path.parent / f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp"
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with os.fdopen(descriptor, "wb") as stream:
             stream.write(data)

@@ -13,10 +13,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from importlib.abc import Traversable
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
 
 # The data files, each read by one module (named here, so the catalogue can tell them from
 # the rule files without importing their readers).
@@ -58,14 +54,25 @@ def read_toml(entry: Traversable) -> dict[str, Any]:
     kept = _parsed_copy(path) if path is not None else None
     if kept is not None:
         return kept
+    tomllib = _toml_parser()
     try:
         source = entry.read_bytes()
-        data = tomllib.loads(source.decode("utf-8"))
+        data: dict[str, Any] = tomllib.loads(source.decode("utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
         raise CatalogueError(f"cannot read rule file {entry.name}: {error}") from error
     if path is not None:
         _keep_parsed_copy(path, source, data)
     return data
+
+
+def _toml_parser() -> Any:
+    """tomllib (tomli before Python 3.11), imported where a file is parsed: its import
+    compiles a dozen regular expressions a run reading parsed copies does not need."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on Python 3.10 only
+        import tomli as tomllib
+    return tomllib
 
 
 # A parsed copy is kept as Python keeps a module's bytecode: in `__pycache__` beside the file,
