@@ -3,8 +3,9 @@ file>` from a repository's root, in a subprocess, without the cache, cold (cache
 after that one file changed, side by side; and the same for `scan .` (the whole tree, which is
 what a run analyses once the project's root is walked whatever paths are named). Measures and
 prints; asserts nothing about time. It does check that the JSON output is the same each way.
-Cold: no cache folder (`.xlamigrate_cache/` removed); warm: the cache of the run before, and
-one file changed since. With `ruff` on PATH, `ruff check` of the whole tree, cold (no
+Cold: no cache folder (`.xlamigrate_cache/` removed); warm: the cache the cold run just left,
+and one file changed since (a pre-commit hook's second run). The three are timed in turns (one
+of each per turn, medians over the turns), so a burst of other work slows them alike. With `ruff` on PATH, `ruff check` of the whole tree, cold (no
 .ruff_cache) and warm after the same change, is the anchor. The children run with Python's
 bytecode cache on (an installed package has its .pyc files), even where the environment sets
 PYTHONDONTWRITEBYTECODE: compiling xlamigrate's modules on every start is no cost a user pays.
@@ -68,31 +69,39 @@ def build(arguments: argparse.Namespace, tree: Path) -> Path:
 _ENVIRONMENT = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def timed(
-    command: list[str], cwd: Path, repeat: int, before: Callable[[], None]
-) -> tuple[float, float, str]:
-    """Median wall and CPU seconds (the child's user+sys), `before` run before each, and the
-    last run's standard output."""
-    walls, cpus = [], []
-    output = ""
+def run_once(command: list[str], cwd: Path) -> tuple[float, float, str]:
+    """Wall and CPU seconds (the child's user+sys) of one run, and its standard output."""
+    start, times = time.perf_counter(), os.times()
+    result = subprocess.run(
+        command, cwd=cwd, capture_output=True, text=True, check=False, env=_ENVIRONMENT
+    )
+    wall = time.perf_counter() - start
+    after = os.times()
+    cpu = after.children_user - times.children_user + after.children_system - times.children_system
+    if result.returncode not in (0, 1):
+        sys.exit(f"{' '.join(command)} failed:\n{result.stderr[-2000:]}")
+    return wall, cpu, result.stdout
+
+
+def in_turns(
+    variants: list[tuple[list[str], Callable[[], None]]], cwd: Path, repeat: int
+) -> list[tuple[float, float, str]]:
+    """Each variant (its command, what to do before it) run once per turn, `repeat` turns (a
+    burst of other work on the box slows the variants of a turn alike): each one's median wall
+    and CPU seconds, and its last output."""
+    runs: list[list[tuple[float, float, str]]] = [[] for _ in variants]
     for _ in range(repeat):
-        before()
-        start, times = time.perf_counter(), os.times()
-        result = subprocess.run(
-            command, cwd=cwd, capture_output=True, text=True, check=False, env=_ENVIRONMENT
+        for (command, before), kept in zip(variants, runs, strict=True):
+            before()
+            kept.append(run_once(command, cwd))
+    return [
+        (
+            statistics.median(wall for wall, _, _ in kept),
+            statistics.median(cpu for _, cpu, _ in kept),
+            kept[-1][2],
         )
-        walls.append(time.perf_counter() - start)
-        after = os.times()
-        cpus.append(
-            after.children_user
-            - times.children_user
-            + after.children_system
-            - times.children_system
-        )
-        if result.returncode not in (0, 1):
-            sys.exit(f"{' '.join(command)} failed:\n{result.stderr[-2000:]}")
-        output = result.stdout
-    return statistics.median(walls), statistics.median(cpus), output
+        for kept in runs
+    ]
 
 
 def main() -> None:
@@ -158,21 +167,31 @@ def measure(tree: Path, changed: Path, repeat: int, python: str) -> None:
             stream.write(f"# edited {touches}\n")
 
     warm_up = [*scan, "--no-cache", str(changed.relative_to(tree))]
-    timed(warm_up, tree, 1, lambda: None)  # (writes the .pyc files, reads the tree once)
-    startup = timed([python, "-m", "xlamigrate", "--version"], tree, repeat, lambda: None)
+    run_once(warm_up, tree)  # (writes the .pyc files, reads the tree once)
+    version = [python, "-m", "xlamigrate", "--version"]
+    (startup,) = in_turns([(version, lambda: None)], tree, repeat)
     print(f"start-up (xlamigrate --version): {startup[0]:.3f} s wall, {startup[1]:.3f} s CPU")
     columns = ("no cache", "cold cache", "warm, 1 changed")
     print(f"{'command':<22} " + " ".join(f"{c:>16}" for c in columns) + f" {'warm/cold':>10}")
     for label, target in (("scan <changed file>", str(changed.relative_to(tree))), ("scan .", ".")):
-        plain = timed([*scan, "--no-cache", target], tree, repeat, one_file_changed)
-        cold = timed([*scan, target], tree, repeat, lambda: (emptied(), one_file_changed()))
-        warm = timed([*scan, target], tree, repeat, one_file_changed)
-        same = timed([*scan, "--no-cache", target], tree, 1, lambda: None)[2] == warm[2]
-        cells = [f"{wall:6.2f}s/{cpu:5.2f}s" for wall, cpu, _ in (plain, cold, warm)]
-        print(
-            f"{label:<22} " + " ".join(f"{cell:>16}" for cell in cells),
-            f"{warm[0] / cold[0]:>9.3f}x  (wall; CPU {warm[1] / cold[1]:.3f}x; the same output"
-            f" without the cache: {'yes' if same else 'NO'})",
+        # In each turn: without the cache, then cold (the cache emptied), then warm (the cache
+        # the cold run left: the second run of a pre-commit hook), one file changed before each.
+        plain, cold, warm = in_turns(
+            [
+                ([*scan, "--no-cache", target], one_file_changed),
+                ([*scan, target], lambda: (emptied(), one_file_changed())),
+                ([*scan, target], one_file_changed),
+            ],
+            tree,
+            repeat,
+        )
+        same = run_once([*scan, "--no-cache", target], tree)[2] == warm[2]
+        report(
+            label,
+            plain,
+            cold,
+            warm,
+            f"; the same output without the cache: {'yes' if same else 'NO'}",
         )
     ruff = shutil.which("ruff")
     if ruff is not None:
@@ -181,14 +200,30 @@ def measure(tree: Path, changed: Path, repeat: int, python: str) -> None:
         def ruff_emptied() -> None:
             shutil.rmtree(tree / ".ruff_cache", ignore_errors=True)
 
-        plain = timed([*check, "--no-cache"], tree, repeat, one_file_changed)
-        cold = timed(check, tree, repeat, lambda: (ruff_emptied(), one_file_changed()))
-        warm = timed(check, tree, repeat, one_file_changed)
-        cells = [f"{wall:6.2f}s/{cpu:5.2f}s" for wall, cpu, _ in (plain, cold, warm)]
-        print(
-            f"{'ruff check .':<22} " + " ".join(f"{cell:>16}" for cell in cells),
-            f"{warm[0] / cold[0]:>9.3f}x  (wall; CPU {warm[1] / cold[1]:.3f}x)",
+        plain, cold, warm = in_turns(
+            [
+                ([*check, "--no-cache"], one_file_changed),
+                (check, lambda: (ruff_emptied(), one_file_changed())),
+                (check, one_file_changed),
+            ],
+            tree,
+            repeat,
         )
+        report("ruff check .", plain, cold, warm, "")
+
+
+def report(
+    label: str,
+    plain: tuple[float, float, str],
+    cold: tuple[float, float, str],
+    warm: tuple[float, float, str],
+    note: str,
+) -> None:
+    cells = [f"{wall:6.2f}s/{cpu:5.2f}s" for wall, cpu, _ in (plain, cold, warm)]
+    print(
+        f"{label:<22} " + " ".join(f"{cell:>16}" for cell in cells),
+        f"{warm[0] / cold[0]:>9.3f}x  (wall; CPU {warm[1] / cold[1]:.3f}x{note})",
+    )
 
 
 if __name__ == "__main__":
