@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 from collections import OrderedDict, defaultdict, namedtuple
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import MappingProxyType
 from typing import Any
 from unittest import mock
@@ -11,7 +12,9 @@ from unittest import mock
 import pytest
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
+from xlamigrate_runtime import casting
 from xlamigrate_runtime.casting import cast_floating, cast_inputs_to_module_dtype
 
 Batch = namedtuple("Batch", ["features", "ids"])
@@ -174,6 +177,73 @@ def test_the_hook_looks_at_one_tensor_per_forward_not_all_of_them() -> None:
     assert walked == 1
 
 
+class Block(nn.Module):
+    """Linear, GELU, LayerNorm: two hooked submodules and three torch calls per block."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.linear = nn.Linear(width, width)
+        self.norm = nn.LayerNorm(width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(nn.functional.gelu(self.linear(x)))
+
+
+class CallRecorder(TorchFunctionMode):
+    """Records every torch call dispatched to it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[Callable[..., Any]] = []
+
+    def __torch_function__(
+        self,
+        func: Callable[..., Any],
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        self.calls.append(func)
+        return func(*args, **(kwargs or {}))
+
+
+def calls_through_the_cast(model: nn.Module, *inputs: torch.Tensor) -> list[Callable[..., Any]]:
+    """The torch calls the input cast's mode saw during one forward of `model` (cast)."""
+    seen: list[Callable[..., Any]] = []
+    dispatch = casting._ModelForward.__torch_function__
+
+    def recording(mode: Any, func: Callable[..., Any], *rest: Any) -> Any:
+        seen.append(func)
+        return dispatch(mode, func, *rest)
+
+    with mock.patch.object(casting._ModelForward, "__torch_function__", recording):
+        model(*inputs)
+    return seen
+
+
+def calls_of_the_forward(model: nn.Module, *inputs: torch.Tensor) -> list[Callable[..., Any]]:
+    """The torch calls one forward of `model` makes itself (no cast installed)."""
+    with CallRecorder() as recorder:
+        model(*inputs)
+    return recorder.calls
+
+
+def test_the_mode_sees_the_forwards_own_torch_calls_and_none_of_its_hooks() -> None:
+    """Issue 36: the hooks' dtype reads and casts went through the mode too, 803 of the 1,103
+    calls it saw in this forward (fp32 in: one more, the model's own input cast). It must see
+    exactly what the forward calls: what the same model in fp32, uncast, calls."""
+    torch.manual_seed(0)
+    fp32 = nn.Sequential(*(Block(8) for _ in range(100)))
+    model = copy.deepcopy(fp32).to(torch.bfloat16)
+    handle = cast_inputs_to_module_dtype(model, output_dtype=torch.float32)
+    assert len(handle.handles) == 2 + 200  # the model's two, one per Linear and LayerNorm
+    x = torch.randn(2, 8)  # fp32: the model's hook casts it
+    expected = calls_of_the_forward(fp32, x)
+    assert len(expected) == 300
+    assert calls_through_the_cast(model, x) == expected
+    assert model(x).dtype == torch.float32
+
+
 class TimestepNet(nn.Module):
     """fp32 made inside forward (a timestep embedding, `arange` features) reaches a Conv and a
     Linear: hazard 7, aws-neuron-sdk #1318."""
@@ -202,6 +272,62 @@ def test_fp32_made_inside_forward_reaches_bf16_submodules_cast() -> None:
     assert out.dtype == torch.bfloat16
     out.float().sum().backward()
     assert model.conv.weight.grad is not None
+
+
+def test_casts_in_submodule_hooks_are_not_seen_by_the_mode() -> None:
+    """fp32 made inside forward reaching a bf16 Conv and Linear: their hooks cast it, outside
+    the mode; the mode sees what the forward of the fp32 model calls, no `.to`."""
+    fp32 = TimestepNet()
+    model = copy.deepcopy(fp32).to(torch.bfloat16)
+    cast_inputs_to_module_dtype(model)
+    x, t = torch.randn(2, 1, 8), torch.tensor([3])
+    assert calls_through_the_cast(model, x, t) == calls_of_the_forward(fp32, x, t)
+
+
+def test_submodule_hooks_follow_later_dtype_changes_of_their_modules() -> None:
+    model = TimestepNet()
+    cast_inputs_to_module_dtype(model)
+    x, t = torch.randn(2, 1, 8), torch.tensor([3])
+    assert model(x, t).dtype == torch.float32
+    model.to(torch.bfloat16)
+    assert model(x, t).dtype == torch.bfloat16
+    half = {key: value.half() for key, value in model.state_dict().items()}
+    model.load_state_dict(half, assign=True)  # new Parameter objects, in fp16
+    assert model.conv.weight.dtype == torch.float16
+    assert model(x, t).dtype == torch.float16
+
+
+class LinearThenFunctional(nn.Module):
+    """A hooked submodule, then a functional linear of fp32 made inside forward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(4, 4)
+        self.weight = nn.Parameter(torch.randn(3, 4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        hidden = self.linear(x) + torch.arange(4).float() / 4  # promoted to fp32
+        return nn.functional.linear(hidden, self.weight)
+
+
+def test_the_mode_is_back_after_a_submodule_hook_for_the_compute_that_follows() -> None:
+    """The submodule hooks step the mode aside while they run; the functional linear after
+    the submodule still gets its mixed operands in bf16, and no mode is left behind."""
+    model = LinearThenFunctional().to(torch.bfloat16)
+    cast_inputs_to_module_dtype(model)
+    assert model(torch.randn(2, 4)).dtype == torch.bfloat16
+    assert not torch.overrides._get_current_function_mode_stack()
+
+
+def test_the_hooks_cast_under_an_outer_mode_and_leave_it_in_place() -> None:
+    """Only the cast's own mode steps aside: a mode entered around the forward sees the
+    forward's calls and the hooks' casts, and stays on the stack."""
+    model = TimestepNet().to(torch.bfloat16)
+    cast_inputs_to_module_dtype(model)
+    with CallRecorder() as outer:
+        assert model(torch.randn(2, 1, 8), torch.tensor([3])).dtype == torch.bfloat16
+        assert torch.overrides._get_current_function_mode_stack() == [outer]
+    assert torch.Tensor.to in outer.calls and torch.nn.functional.linear in outer.calls
 
 
 def test_the_cast_hooks_every_submodule_with_parameters_and_removes_them_all() -> None:

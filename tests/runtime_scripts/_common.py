@@ -1,4 +1,5 @@
-"""Shared by the runtime scripts: the toy model and data, bit helpers, and the JSON result line.
+"""Shared by the runtime scripts: the toy model and data, bit helpers, XLA graph counts, and the
+JSON result line.
 
 The scripts run in their own interpreter (torch-xla must never load in pytest's process); the
 test reads the last stdout line as JSON. A crash exits non-zero with its traceback on stderr.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -50,6 +52,43 @@ def is_a_bf16_rounding(rounded: torch.Tensor, exact: torch.Tensor) -> torch.Tens
 def values(tensors: list[torch.Tensor]) -> list[list[float]]:
     """Exact values as nested floats (fp32 and bf16 are exactly representable as Python floats)."""
     return [t.detach().cpu().to(torch.float32).flatten().tolist() for t in tensors]
+
+
+def counted(
+    step: Callable[[], torch.Tensor], calls: int = 4, warm_up: int = 2
+) -> tuple[list[dict[str, object]], list[torch.Tensor]]:
+    """Per call of `step` (each followed by a `torch_xla.sync()`), after `warm_up` calls (which
+    compile): graphs compiled, graphs run, device-to-host transfers, and the aten operations
+    that fell back to the host; and the counted calls' results, fetched to the CPU once the
+    counting is done. torch-xla is imported here, not above: the CPU scripts share this file."""
+    import torch_xla
+    import torch_xla.core.xla_model as xm
+    import torch_xla.debug.metrics as metrics
+
+    def count(name: str) -> int:
+        data = metrics.metric_data(name)
+        return int(data[0]) if data else 0
+
+    kept = []  # (a result nothing holds is never computed)
+    for _ in range(warm_up):
+        kept.append(step())
+        torch_xla.sync()
+    xm.wait_device_ops()
+    counts: list[dict[str, object]] = []
+    for _ in range(calls):
+        metrics.clear_all()
+        kept.append(step())
+        torch_xla.sync()
+        xm.wait_device_ops()  # (graphs run asynchronously: counted once they have)
+        counts.append(
+            {
+                "compilations": count("CompileTime"),
+                "executions": count("ExecuteTime"),
+                "to_host": count("TransferFromDeviceTime"),
+                "fallbacks": sorted(n for n in metrics.counter_names() if n.startswith("aten::")),
+            }
+        )
+    return counts, [tensor.cpu() for tensor in kept[warm_up:]]
 
 
 def emit(results: dict[str, Any]) -> None:

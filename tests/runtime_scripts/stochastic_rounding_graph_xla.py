@@ -10,50 +10,23 @@ call. Also counted: the same for `copy_stochastically_rounded_` into a bf16 para
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 import torch
 import torch_xla
 import torch_xla.core.xla_model as xm
-import torch_xla.debug.metrics as metrics
-from _common import emit
+from _common import counted, emit
 
 from xlamigrate_runtime import stochastic_round_to_bf16
 from xlamigrate_runtime.rounding import copy_stochastically_rounded_
 
-CALLS = 4
 
-
-def counted(step: object) -> dict[str, object]:
-    """Per call of `step` (each followed by a sync), after two warm-up calls: graphs compiled,
-    graphs run, device-to-host transfers, and the aten operations that fell back to the host;
-    and whether every call's result differs from the one before (fresh noise)."""
-    kept = []  # (a result nothing holds is never computed)
-    for _ in range(2):
-        kept.append(step())  # type: ignore[operator]
-        torch_xla.sync()
-    xm.wait_device_ops()
-    calls: list[dict[str, object]] = []
-    for _ in range(CALLS):
-        metrics.clear_all()
-        kept.append(step())  # type: ignore[operator]
-        torch_xla.sync()
-        xm.wait_device_ops()  # (graphs run asynchronously: counted once they have)
-        calls.append(
-            {
-                "compilations": _count("CompileTime"),
-                "executions": _count("ExecuteTime"),
-                "to_host": _count("TransferFromDeviceTime"),
-                "fallbacks": sorted(n for n in metrics.counter_names() if n.startswith("aten::")),
-            }
-        )
-    results = [tensor.cpu() for tensor in kept[2:]]
-    fresh = all(bool((a != b).any()) for a, b in itertools.pairwise(results))
-    return {"calls": calls, "fresh_noise": fresh}
-
-
-def _count(name: str) -> int:
-    data = metrics.metric_data(name)
-    return int(data[0]) if data else 0
+def fresh(step: Callable[[], torch.Tensor]) -> dict[str, object]:
+    """`step` counted (see `counted`), and whether every counted call's result differs from
+    the one before (fresh noise)."""
+    calls, results = counted(step)
+    fresh_noise = all(bool((a != b).any()) for a, b in itertools.pairwise(results))
+    return {"calls": calls, "fresh_noise": fresh_noise}
 
 
 def main() -> None:
@@ -61,8 +34,8 @@ def main() -> None:
     xm.set_rng_state(1234)
     source = torch.randn(64, 256, device=device)
     target = torch.zeros(64, 256, dtype=torch.bfloat16, device=device)
-    results = {"round": counted(lambda: stochastic_round_to_bf16(source))}
-    results["copy"] = counted(lambda: copy_stochastically_rounded_(target, source).clone())
+    results = {"round": fresh(lambda: stochastic_round_to_bf16(source))}
+    results["copy"] = fresh(lambda: copy_stochastically_rounded_(target, source).clone())
     emit(results)
 
 
