@@ -28,7 +28,7 @@ def _parse_fails(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(text: str) -> dict[str, object]:
         raise AssertionError("parsed again")
 
-    monkeypatch.setattr(rulesdata._toml_parser(), "loads", refuse)
+    monkeypatch.setattr(rulesdata.toml_module(), "loads", refuse)
 
 
 @pytest.fixture(autouse=True)
@@ -103,6 +103,6 @@ def test_a_malformed_file_is_a_catalogue_error_naming_it(tmp_path: Path) -> None
 def test_the_shipped_data_reads_the_same_through_its_copies() -> None:
     for entry in rulesdata.rules_directory().iterdir():
         if entry.name.endswith(".toml"):
-            expected = rulesdata._toml_parser().loads(entry.read_text(encoding="utf-8"))
+            expected = rulesdata.toml_module().loads(entry.read_text(encoding="utf-8"))
             assert read_toml(entry) == expected
             assert read_toml(entry) == expected

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from importlib.abc import Traversable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from xlamigrate.model import APPLICABILITIES, SEVERITIES, Applicability, Severity
 from xlamigrate.recipes.recipe import Recipe, recipe_from_table
@@ -24,6 +23,9 @@ from xlamigrate.rulesdata import (
     RELEASES_FILE,
     read_toml,
 )
+
+if TYPE_CHECKING:  # (importlib.abc imports importlib.resources: tempfile, shutil, lzma, bz2)
+    from importlib.abc import Traversable
 from xlamigrate.rulesdata import CatalogueError as CatalogueError
 from xlamigrate.rulesdata import rules_directory as rules_directory
 

@@ -5,19 +5,14 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
-
 from xlamigrate.apitable import Version
 from xlamigrate.catalogue import Catalogue, UnknownCodeError
+from xlamigrate.rulesdata import toml_module
 from xlamigrate.settingvalues import DEFAULT_RUNTIME as DEFAULT_RUNTIME
 from xlamigrate.settingvalues import RUNTIMES as RUNTIMES
 from xlamigrate.settingvalues import TARGETS as _TARGETS
@@ -172,6 +167,7 @@ def _settings_from_table(path: Path, table: dict[str, Any], catalogue: Catalogue
 
 
 def _tool_tables(path: Path) -> dict[str, Any]:
+    tomllib = toml_module()  # (imported where a configuration file is read)
     try:
         with path.open("rb") as handle:
             data = tomllib.load(handle)

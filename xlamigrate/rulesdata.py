@@ -54,7 +54,7 @@ def read_toml(entry: Traversable) -> dict[str, Any]:
     kept = _parsed_copy(path) if path is not None else None
     if kept is not None:
         return kept
-    tomllib = _toml_parser()
+    tomllib = toml_module()
     try:
         source = entry.read_bytes()
         data: dict[str, Any] = tomllib.loads(source.decode("utf-8"))
@@ -65,7 +65,7 @@ def read_toml(entry: Traversable) -> dict[str, Any]:
     return data
 
 
-def _toml_parser() -> Any:
+def toml_module() -> Any:
     """tomllib (tomli before Python 3.11), imported where a file is parsed: its import
     compiles a dozen regular expressions a run reading parsed copies does not need."""
     if sys.version_info >= (3, 11):
