@@ -1,13 +1,10 @@
 """Bytes per parameter at rest and at the peak of an optimizer step, for each runtime optimizer
-next to stock AdamW (the modes of `runtime_optimizers.py`), on the CPU.
+next to stock AdamW (the candidates of `runtime_optimizers.py`), on the CPU, without timing them.
 
-The peak is read from PyTorch's memory profiler (`torch.profiler` with `profile_memory=True`):
-its timeline of every CPU tensor alive during the step (parameters, gradients, optimizer state,
-masters and the step's temporaries), the largest total over the step divided by the parameter
-count. "At rest" is that timeline's first sample: what the optimizer keeps between steps.
-`MemoryProfileTimeline` is a private API of torch 2.9; the figures are what it counts.
-
-Measures only; asserts nothing.
+"At rest" counts what a candidate keeps between steps (params, grads, every optimizer-state
+tensor, fp32 masters and kept fp32 gradients, each tensor once); the peak adds the most one
+`step()` holds allocated on top of that, from the allocation events of PyTorch's profiler
+(`profile_memory=True`). Measures only; asserts nothing.
 
     python benchmarks/step_memory.py [--params 8000000] [--layers 2]
 """
@@ -18,9 +15,16 @@ import argparse
 import warnings
 
 import torch
-from runtime_optimizers import MODES, Mode, adamw, shapes  # (beside this script)
-from torch.profiler import ProfilerActivity, profile
-from torch.profiler._memory_profiler import MemoryProfileTimeline
+from runtime_optimizers import (  # (beside this script)
+    Mode,
+    adamw,
+    held_bytes,
+    make_grads,
+    make_params,
+    modes,
+    shapes,
+    step_allocation_peak,
+)
 
 from xlamigrate_runtime.optim import StochasticRoundingOptimizer
 
@@ -28,28 +32,19 @@ SMALL_BUCKET = 1 << 20  # a StochasticRoundingOptimizer bucket well below the mo
 
 
 def measure(mode: Mode, total: int, layers: int) -> tuple[float, float]:
-    torch.manual_seed(0)
-    params = [
-        torch.randn(shape, dtype=mode.dtype).requires_grad_() for shape in shapes(total, layers)
-    ]
+    tensor_shapes = shapes(total, layers)
+    cpu = torch.device("cpu")
+    params = make_params(tensor_shapes, mode.dtype, cpu)
+    for param, grad in zip(params, make_grads(tensor_shapes, mode.dtype, cpu), strict=True):
+        param.grad = grad
     count = sum(p.numel() for p in params)
     optimizer = mode.build(params)
-    for param in params:
-        param.grad = torch.randn_like(param)
     optimizer.step()  # states made: what the optimizer keeps from here on
+    rest = held_bytes(params, optimizer)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        with profile(
-            activities=[ProfilerActivity.CPU],
-            profile_memory=True,
-            record_shapes=True,
-            with_stack=True,
-        ) as profiler:
-            optimizer.step()
-        timeline = MemoryProfileTimeline(profiler._memory_profile())
-        _, sizes = timeline._coalesce_timeline("cpu")  # type: ignore[no-untyped-call]
-    totals = [sum(sample) for sample in sizes]
-    return totals[0] / count, max(totals) / count
+        peak = rest + step_allocation_peak(optimizer)
+    return rest / count, peak / count
 
 
 def main() -> None:
@@ -57,8 +52,8 @@ def main() -> None:
     parser.add_argument("--params", type=int, default=8_000_000)
     parser.add_argument("--layers", type=int, default=2)
     args = parser.parse_args()
-    modes = [
-        *MODES,
+    candidates = [
+        *modes(),
         Mode(
             f"StochasticRoundingOptimizer, {SMALL_BUCKET:,}-element buckets",
             torch.bfloat16,
@@ -68,7 +63,7 @@ def main() -> None:
     ]
     print(f"CPU, {args.params:,} parameters; bytes per parameter")
     print(f"{'optimizer':<58} {'at rest':>8} {'peak':>8}")
-    for mode in modes:
+    for mode in candidates:
         rest, peak = measure(mode, args.params, args.layers)
         print(f"{mode.label:<58} {rest:8.2f} {peak:8.2f}")
 

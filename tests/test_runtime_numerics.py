@@ -38,6 +38,7 @@ def run(mode: str) -> tuple[torch.Tensor, list[float]]:
         "fp32": lambda: inner,
         "bf16-nearest": lambda: inner,
         "bf16-stochastic": lambda: StochasticRoundingOptimizer(inner),
+        "bf16-stochastic-bf16-states": lambda: StochasticRoundingOptimizer(inner, bf16_states=True),
         "fp32-master-weights": lambda: FP32ParamsCopy(inner),
     }[mode]()
     losses = []
@@ -59,7 +60,12 @@ def test_tiny_learning_rate_stalls_bf16_nearest_but_not_sr_or_master_weights() -
     start = problem()[0]
     moved = (reference - start).norm().item()
     figures = {}
-    for mode in ("bf16-nearest", "bf16-stochastic", "fp32-master-weights"):
+    for mode in (
+        "bf16-nearest",
+        "bf16-stochastic",
+        "bf16-stochastic-bf16-states",
+        "fp32-master-weights",
+    ):
         weights, losses = run(mode)
         figures[mode] = {
             "moved / fp32 moved": (weights - start.to(torch.bfloat16).float()).norm().item()
@@ -72,7 +78,7 @@ def test_tiny_learning_rate_stalls_bf16_nearest_but_not_sr_or_master_weights() -
     print(f"\nAdamW lr={LR}, {STEPS} steps, fp32 moved the weights by {moved:.4f}")
     print(f"initial loss {first_loss:.5f}")
     for mode, values in figures.items():
-        print(f"{mode:<22}" + "  ".join(f"{key} {value:.4f}" for key, value in values.items()))
+        print(f"{mode:<28}" + "  ".join(f"{key} {value:.4f}" for key, value in values.items()))
 
     nearest, stochastic, masters = (
         figures["bf16-nearest"], figures["bf16-stochastic"], figures["fp32-master-weights"]
@@ -92,3 +98,31 @@ def test_tiny_learning_rate_stalls_bf16_nearest_but_not_sr_or_master_weights() -
     assert rms_gap < 0.5 * 2**-7
     assert masters["final loss"] < 1.5 * figures["fp32"]["final loss"] + 1e-4
     assert stochastic["final loss"] < 0.5 * nearest["final loss"]
+    # States in bf16 too (8 bytes per parameter), rounded stochastically: as close to fp32.
+    bf16_states = figures["bf16-stochastic-bf16-states"]
+    gap = stochastic["distance to fp32 / fp32 moved"]
+    assert bf16_states["distance to fp32 / fp32 moved"] < 1.25 * gap
+    assert bf16_states["final loss"] < 0.5 * nearest["final loss"]
+
+
+def test_bf16_states_follow_a_decaying_second_moment_where_nearest_rounding_stalls() -> None:
+    """With beta2 = 0.999 and no gradient, fp32 AdamW's exp_avg_sq shrinks by a thousandth a
+    step: below half a bf16 ulp, so a bf16 state rounded to nearest (torchao's
+    `_AdamW(bf16_stochastic_round=True)` rounds its states so) never moves. Rounded
+    stochastically, its mean over 4,096 elements stays on the fp32 value."""
+    weight = nn.Parameter(torch.zeros(4096, dtype=torch.bfloat16))
+    optimizer = StochasticRoundingOptimizer(
+        torch.optim.AdamW([weight], lr=0.0, weight_decay=0.0), bf16_states=True
+    )
+    weight.grad = torch.ones_like(weight)
+    optimizer.step()
+    start = torch.full_like(weight, 1 - 0.999)  # the first exp_avg_sq, rounded to nearest
+    nearest = start
+    weight.grad = torch.zeros_like(weight)
+    for _ in range(STEPS):
+        optimizer.step()
+        nearest = (nearest.float() * 0.999).to(torch.bfloat16)
+    exact = (1 - 0.999) * 0.999**STEPS
+    stochastic = optimizer.state[weight]["exp_avg_sq"].float()
+    assert torch.equal(nearest, start)  # stalled where it started
+    assert abs(stochastic.mean().item() / exact - 1) < 0.005

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 from torch.optim import Optimizer
 
+import xlamigrate_runtime.optim
 from xlamigrate_runtime import AdamW_FP32ParamsCopy, FP32ParamsCopy, StochasticRoundingOptimizer
 from xlamigrate_runtime.optim import keeps_fp32_grads
 from xlamigrate_runtime.rounding import is_bf16_rounding_of
@@ -698,6 +699,47 @@ def test_a_write_through_p_data_is_followed() -> None:
         assert master.abs().max() <= bound
 
 
+def test_without_following_data_writes_no_parameter_is_read_until_its_version_moves() -> None:
+    """`follow_data_writes=False`: a hand loop's cost (no compare each step); a write the
+    version counter shows (an in-place op under no_grad, `load_state_dict`) is still followed
+    exactly, and a write through `p.data`, as documented, is not."""
+    model = bf16_mlp()
+    optimizer = FP32ParamsCopy(
+        torch.optim.SGD(model.parameters(), lr=0.0), follow_data_writes=False
+    )
+    train(model, optimizer, range(1))
+    with (
+        mock.patch.object(
+            xlamigrate_runtime.optim, "differ_from_nearest", side_effect=AssertionError("compared")
+        ),
+        mock.patch.object(
+            xlamigrate_runtime.optim, "_is_nearest_rounding", side_effect=AssertionError("read")
+        ),
+    ):
+        train(model, optimizer, range(1, 3))  # (nothing written from outside: nothing read)
+    with torch.no_grad():
+        for param in model.parameters():
+            param.clamp_(-0.01, 0.01)  # (moves the version counter)
+    clipped = [param.detach().clone() for param in model.parameters()]
+    train(model, optimizer, range(3, 4))  # lr 0: the step keeps the clipped weights
+    for param, before, master in zip(
+        model.parameters(), clipped, optimizer.master_params(), strict=True
+    ):
+        assert torch.equal(param, before)
+        assert torch.equal(master, before.float())
+    for param in model.parameters():
+        param.data.mul_(2)  # (a write through .data: not seen in this mode)
+    train(model, optimizer, range(4, 5))
+    for param, before in zip(model.parameters(), clipped, strict=True):
+        assert torch.equal(param, before)  # the masters' values written back over it
+
+
+def test_adamw_fp32_params_copy_takes_follow_data_writes() -> None:
+    weight = nn.Parameter(torch.ones(4, dtype=torch.bfloat16))
+    assert not AdamW_FP32ParamsCopy([weight], lr=1e-3, follow_data_writes=False).follow_data_writes
+    assert AdamW_FP32ParamsCopy([weight], lr=1e-3).follow_data_writes
+
+
 def test_a_load_one_bf16_step_from_the_masters_is_followed_exactly() -> None:
     """Rounding to nearest, values one bf16 step from a master's rounding are not ours: 1.7% of
     elements kept their old masters, and DDP replicas never became bit-identical."""
@@ -891,3 +933,217 @@ def test_a_frozen_parameter_saved_with_its_master_gets_it_back() -> None:
     assert again.master_params()[0] is model[0].weight
     again.load_state_dict(saved)
     assert torch.equal(again.master_params()[0], optimizer.master_params()[0])
+
+
+def test_a_write_through_p_data_is_followed_in_every_chunk_of_a_large_parameter() -> None:
+    """The compare reads every element (a chunk at a time on the CPU): a `p.data` write of one
+    element in the last, partial chunk is followed exactly, and only that element."""
+    weight = nn.Parameter(torch.randn(3 * 131_072 + 5).to(torch.bfloat16))
+    optimizer = FP32ParamsCopy(torch.optim.SGD([weight], lr=1e-3))
+    weight.grad = torch.randn_like(weight)
+    optimizer.step()
+    [master] = optimizer.master_params()
+    before = master.clone()
+    weight.data[-2] = 7.0
+    weight.grad = None
+    optimizer.step()
+    assert master[-2].item() == 7.0
+    assert torch.equal(torch.cat([master[:-2], master[-1:]]), torch.cat([before[:-2], before[-1:]]))
+
+
+def test_masters_are_rewritten_only_where_a_parameter_was_written_from_outside() -> None:
+    """The per-step compare is a read: a step after the optimizer's own write changes no master
+    but by the update; one `p.data` write makes one master follow, once."""
+    model = wide_bf16_model()
+    optimizer = FP32ParamsCopy(torch.optim.AdamW(model.parameters(), lr=1e-2))
+    followed: list[torch.Tensor] = []
+    follow = xlamigrate_runtime.optim._follow
+
+    def counting(param: torch.Tensor, master: torch.Tensor, ours: torch.Tensor) -> None:
+        followed.append(param)
+        follow(param, master, ours)
+
+    with mock.patch.object(xlamigrate_runtime.optim, "_follow", counting):
+        for step in range(3):
+            x, y = wide_batch(step)
+            optimizer.zero_grad()
+            nn.functional.mse_loss(model(x).float(), y.float()).backward()
+            optimizer.step()
+        assert followed == []
+        model[2].weight.data[0, 3] = 0.5
+        optimizer.step()
+        optimizer.step()
+    assert len(followed) == 1 and followed[0] is model[2].weight
+
+
+def test_default_buckets_hold_at_most_a_quarter_of_the_model() -> None:
+    """One bucket of the whole model peaked at 24 bytes per parameter, above fp32 AdamW's 20:
+    a step now upcasts at most a quarter of the parameters at a time (or one larger one)."""
+    seen: list[int] = []
+
+    class Watched(torch.optim.AdamW):
+        def step(self, closure: Any = None) -> Any:
+            seen.append(sum(p.numel() for g in self.param_groups for p in g["params"]))
+            return super().step(closure)
+
+    params = [nn.Parameter(torch.randn(n).to(torch.bfloat16)) for n in (300, 200, 200, 100, 900)]
+    optimizer = StochasticRoundingOptimizer(Watched(params, lr=1e-2))
+    for param in params:
+        param.grad = torch.randn_like(param)
+    optimizer.step()
+    assert seen == [300, 400, 100, 900]  # (1,700 parameters: buckets of at most 425)
+
+
+# --- StochasticRoundingOptimizer(bf16_states=True): 8 bytes per parameter ----------------------
+
+
+def bf16_states_adamw(model: nn.Module, lr: float = 1e-2) -> StochasticRoundingOptimizer:
+    return StochasticRoundingOptimizer(
+        torch.optim.AdamW(model.parameters(), lr=lr), bf16_states=True
+    )
+
+
+def test_bf16_states_hold_8_bytes_per_parameter_and_train() -> None:
+    model = bf16_mlp()
+    optimizer = bf16_states_adamw(model)
+    losses = train(model, optimizer, range(40))
+    assert sum(losses[-5:]) < 0.5 * sum(losses[:5])
+    count = sum(p.numel() for p in model.parameters())
+    states = inner_state_tensors(optimizer)
+    assert all(t.dtype == torch.bfloat16 for t in states)
+    # exp_avg and exp_avg_sq, 2 bytes each: with the bf16 params and grads, 8 bytes a parameter
+    assert sum(t.nbytes for t in states) == 4 * count
+    steps = [state["step"] for state in optimizer.optimizer.state.values()]
+    assert all(step.dtype == torch.float32 and step.item() == 40 for step in steps)
+
+
+def test_bf16_states_are_written_back_into_their_own_tensors() -> None:
+    model = bf16_mlp()
+    optimizer = bf16_states_adamw(model)
+    train(model, optimizer, range(1))
+    storage = [t.data_ptr() for t in inner_state_tensors(optimizer)]
+    train(model, optimizer, range(1, 4))
+    assert [t.data_ptr() for t in inner_state_tensors(optimizer)] == storage
+
+
+def test_bf16_states_are_stochastic_roundings_of_the_fp32_update() -> None:
+    """One step from given states: each bf16 moment is one of the two bf16 neighbours of the
+    moment fp32 AdamW computes from the same (exactly upcast) states."""
+    model = bf16_mlp()
+    optimizer = bf16_states_adamw(model)
+    train(model, optimizer, range(2))
+    reference = copy.deepcopy(model).float()
+    fp32 = torch.optim.AdamW(reference.parameters(), lr=1e-2)
+    x, y = batch(2)
+    optimizer.zero_grad()
+    nn.functional.mse_loss(model(x).float(), y.float()).backward()
+    for param, twin in zip(model.parameters(), reference.parameters(), strict=True):
+        twin.grad = param.grad.float()
+        fp32.state[twin] = {
+            key: value.clone() if key == "step" else value.float()
+            for key, value in optimizer.state[param].items()
+        }
+    optimizer.step()
+    fp32.step()
+    for param, twin in zip(model.parameters(), reference.parameters(), strict=True):
+        assert bool(is_bf16_rounding_of(param, twin.detach()).all())
+        for key in ("exp_avg", "exp_avg_sq"):
+            mine, exact = optimizer.state[param][key], fp32.state[twin][key]
+            assert mine.dtype == torch.bfloat16
+            assert bool(is_bf16_rounding_of(mine, exact).all()), key
+
+
+def test_bf16_states_keep_a_nan() -> None:
+    """A NaN gradient makes NaN moments, which stay NaN in bf16 (not inf, not a number)."""
+    weight = nn.Parameter(torch.ones(4096, dtype=torch.bfloat16))
+    optimizer = StochasticRoundingOptimizer(torch.optim.AdamW([weight], lr=1e-3), bf16_states=True)
+    grad = torch.full_like(weight, 0.5)
+    grad[7] = float("nan")
+    weight.grad = grad
+    optimizer.step()
+    for key in ("exp_avg", "exp_avg_sq"):
+        state = optimizer.state[weight][key]
+        assert state.dtype == torch.bfloat16
+        assert torch.isnan(state).nonzero().flatten().tolist() == [7], key
+    assert torch.isnan(weight).nonzero().flatten().tolist() == [7]
+
+
+def test_bf16_states_round_trip_through_state_dict_bit_exact() -> None:
+    model = bf16_mlp()
+    optimizer = bf16_states_adamw(model)
+    train(model, optimizer, range(4))
+    saved = round_trip(optimizer.state_dict())
+    assert all(
+        value.dtype == torch.bfloat16
+        for state in saved["state"].values()
+        for key, value in state.items()
+        if key != "step"
+    )
+    restored = bf16_states_adamw(copy.deepcopy(model), lr=5.0)
+    restored.load_state_dict(saved)
+    assert restored.param_groups[0]["lr"] == 1e-2
+    mine, theirs = optimizer.state_dict()["state"], restored.state_dict()["state"]
+    for index, state in mine.items():
+        for key, value in state.items():
+            other = theirs[index][key]
+            assert other.dtype == value.dtype and torch.equal(other, value), key
+
+
+@pytest.mark.parametrize("model_first", [True, False], ids=["model-then-opt", "opt-then-model"])
+def test_bf16_states_resume_from_a_checkpoint_exactly(model_first: bool) -> None:
+    uninterrupted = bf16_mlp()
+    reference = bf16_states_adamw(uninterrupted)
+    train(uninterrupted, reference, range(10))
+    first_half = bf16_mlp()
+    optimizer = bf16_states_adamw(first_half)
+    train(first_half, optimizer, range(5))
+    checkpoint = round_trip({"model": first_half.state_dict(), "opt": optimizer.state_dict()})
+    resumed = bf16_mlp(seed=99)
+    restored = bf16_states_adamw(resumed, lr=5.0)
+    if model_first:
+        resumed.load_state_dict(checkpoint["model"])
+        restored.load_state_dict(checkpoint["opt"])
+    else:
+        restored.load_state_dict(checkpoint["opt"])
+        resumed.load_state_dict(checkpoint["model"])
+    train(resumed, restored, range(5, 10))
+    for a, b in zip(uninterrupted.parameters(), resumed.parameters(), strict=True):
+        assert torch.equal(a, b)
+    for a, b in zip(inner_state_tensors(reference), inner_state_tensors(restored), strict=True):
+        assert a.dtype == torch.bfloat16 and torch.equal(a, b)
+
+
+def test_a_checkpoint_with_fp32_states_loads_into_bf16_states_and_back() -> None:
+    model = bf16_mlp()
+    fp32_states = StochasticRoundingOptimizer(torch.optim.AdamW(model.parameters(), lr=1e-2))
+    train(model, fp32_states, range(3))
+    bf16 = bf16_states_adamw(copy.deepcopy(model))
+    bf16.load_state_dict(round_trip(fp32_states.state_dict()))
+    exact = inner_state_tensors(fp32_states)
+    for mine, fp32 in zip(inner_state_tensors(bf16), exact, strict=True):
+        assert mine.dtype == torch.bfloat16 and torch.equal(mine, fp32.to(torch.bfloat16))
+    back = StochasticRoundingOptimizer(torch.optim.AdamW(copy.deepcopy(model).parameters()))
+    back.load_state_dict(round_trip(bf16.state_dict()))
+    for theirs, mine in zip(inner_state_tensors(back), inner_state_tensors(bf16), strict=True):
+        assert theirs.dtype == torch.float32 and torch.equal(theirs, mine.float())
+
+
+@pytest.mark.parametrize("inner", ["sgd-momentum", "rmsprop", "adagrad", "custom"])
+def test_bf16_states_of_any_optimizer(inner: str) -> None:
+    """Every per-element floating state is kept in bf16 (Adagrad's sums, made in fp32 when it
+    is built, from its first step on); scalar step counts stay as the optimizer made them."""
+    build = {
+        **INNER_OPTIMIZERS,
+        "adagrad": lambda params: torch.optim.Adagrad(params, lr=0.05),
+    }[inner]
+    model = bf16_mlp()
+    optimizer = StochasticRoundingOptimizer(build(model.parameters()), bf16_states=True)
+    losses = train(model, optimizer, range(30))
+    assert sum(losses[-5:]) < sum(losses[:5])
+    for param in model.parameters():
+        state = optimizer.state[param]
+        per_element = [v for v in state.values() if torch.is_tensor(v) and v.shape == param.shape]
+        assert per_element and all(v.dtype == torch.bfloat16 for v in per_element)
+        assert all(
+            v.dtype == torch.float32 for v in state.values() if torch.is_tensor(v) and v.dim() == 0
+        )

@@ -373,3 +373,55 @@ def test_exp_avg_sq_is_read_and_written_through_the_wrapper_on_xla() -> None:
     assert run["moments_positive"]
     assert run["moments_in_state_dict"]
     assert run["steps_after_write"] == [1.0, 4.0, 4.0, 4.0]  # the reset one restarted
+
+
+XLA_BF16_STATES_SCRIPT = """
+import json
+import torch
+import torch_xla
+import torch_xla.core.xla_model as xm
+from xlamigrate_runtime import StochasticRoundingOptimizer
+
+device = torch_xla.device()
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+model = model.to(torch.bfloat16).to(device)
+generator = torch.Generator().manual_seed(1)
+inputs = torch.randn(32, 8, generator=generator)
+targets = inputs.sum(dim=1, keepdim=True)
+inputs, targets = (t.to(device=device, dtype=torch.bfloat16) for t in (inputs, targets))
+inner = torch.optim.AdamW(model.parameters(), lr=1e-2)
+optimizer = StochasticRoundingOptimizer(inner, bf16_states=True)
+losses = []
+for _ in range(20):
+    optimizer.zero_grad()
+    loss = torch.nn.functional.mse_loss(model(inputs), targets)
+    loss.backward()
+    xm.optimizer_step(optimizer)
+    torch_xla.sync()
+    losses.append(float(loss))
+moments = [optimizer.state[p][key] for p in model.parameters() for key in ("exp_avg", "exp_avg_sq")]
+print(json.dumps({
+    "dtypes": sorted({str(m.dtype) for m in moments}),
+    "devices": sorted({m.device.type for m in moments}),
+    "finite": all(bool(torch.isfinite(m.cpu()).all()) for m in moments),
+    "first_loss": sum(losses[:3]) / 3,
+    "last_loss": sum(losses[-3:]) / 3,
+}))
+"""
+
+
+@needs_torch_xla_platform
+def test_bf16_states_on_xla_stay_bf16_on_the_device_and_train() -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", XLA_BF16_STATES_SCRIPT],
+        env={**os.environ, "PJRT_DEVICE": "CPU"},
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    if result.returncode != 0:
+        pytest.fail(f"the XLA script exited {result.returncode}:\n{result.stderr[-4000:]}")
+    run = json.loads(result.stdout.strip().splitlines()[-1])
+    assert run["dtypes"] == ["torch.bfloat16"]
+    assert run["devices"] == ["xla"]
+    assert run["finite"]
+    assert run["last_loss"] < 0.5 * run["first_loss"]

@@ -14,6 +14,7 @@ from xlamigrate_runtime import native
 from xlamigrate_runtime.rounding import (
     copy_all_stochastically_rounded_,
     copy_stochastically_rounded_,
+    differ_from_nearest,
     is_bf16_rounding_of,
     stochastic_round_to_bf16,
 )
@@ -328,3 +329,41 @@ def test_the_arithmetic_form_is_unbiased_at_binade_edges_tiny_values_and_the_lar
     rate = torch.isinf(beyond).double().mean().item()
     assert set(beyond[torch.isfinite(beyond)].unique().tolist()) == {largest}
     assert abs(rate - 0.25) < 0.02  # (inf with the probability of the next grid point)
+
+
+# --- differ_from_nearest: has anything but this rounding written the low-precision tensor? -----
+
+
+@pytest.fixture(params=["memcmp", "torch-equal"])
+def byte_compare(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The CPU comparison with the C library's memcmp, and without one (torch.equal)."""
+    if request.param == "torch-equal":
+        monkeypatch.setattr(rounding, "_MEMCMP", None)
+    else:
+        assert rounding._MEMCMP is not None
+    return str(request.param)
+
+
+@pytest.mark.usefixtures("byte_compare")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_differ_from_nearest_finds_one_changed_bit_in_any_chunk(dtype: torch.dtype) -> None:
+    generator = torch.Generator().manual_seed(12)
+    count = 2 * rounding._COMPARE_CHUNK + 776  # two whole chunks and a partial one
+    exact = torch.randn(count, generator=generator).reshape(-1, 8)
+    other = torch.randn(5, generator=generator)
+    assert differ_from_nearest([exact.to(dtype), other.to(dtype)], [exact, other]) == [False] * 2
+    for index in (0, rounding._COMPARE_CHUNK - 1, rounding._COMPARE_CHUNK, count - 1):
+        written = exact.to(dtype)
+        written.view(-1).view(torch.int16)[index] ^= 1  # the lowest bit of one element
+        assert differ_from_nearest([written, other.to(dtype)], [exact, other]) == [True, False]
+    signed_zero = torch.zeros(3)
+    assert differ_from_nearest([(-signed_zero).to(dtype)], [signed_zero]) == [True]  # bits
+
+
+def test_differ_from_nearest_compares_non_contiguous_tensors_on_the_device_path() -> None:
+    exact = torch.randn(64, 32).t()
+    written = exact.to(torch.bfloat16)
+    assert not written.is_contiguous()
+    assert differ_from_nearest([written], [exact]) == [False]
+    written[3, 5] = 42.0
+    assert differ_from_nearest([written, exact.to(torch.bfloat16)], [exact, exact]) == [True, False]

@@ -259,3 +259,51 @@ def test_the_cast_computes_inside_forward_in_bf16_and_trains_against_fp32_target
     losses = run["losses"]
     assert all(math.isfinite(loss) for loss in losses)
     assert losses[-1] < 0.6 * losses[0]
+
+
+# -- g. one XLA graph per training step -------------------------------------------------------
+
+
+ONE_GRAPH = {"compilations": 0, "executions": 1, "to_host": 0, "fallbacks": []}
+
+
+@pytest.fixture(scope="module")
+def step_graphs() -> dict[str, Any]:
+    return run_script("step_graphs_xla.py")
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        "fp32_params_copy",
+        "fp32_params_copy_stochastic",
+        "adamw_fp32_params_copy",
+        "stochastic_rounding_optimizer",
+        "stochastic_rounding_optimizer_bf16_states",
+        "input_cast_step",
+    ],
+)
+def test_a_training_step_with_the_runtime_is_one_xla_graph(
+    step_graphs: dict[str, Any], scenario: str
+) -> None:
+    """Issue 36: after warm-up, each step (forward, backward, step, zero_grad, sync) with each
+    runtime optimizer, and with the input cast on a model fed fp32, compiles nothing, runs one
+    graph, moves nothing to the host and falls back to no host operation; and it trains."""
+    run = step_graphs[scenario]
+    assert run["calls"] == [ONE_GRAPH] * 4
+    losses = [loss for (loss,) in run["results"]]
+    assert all(later < earlier for earlier, later in itertools.pairwise(losses)), losses
+
+
+def test_a_forward_through_the_input_cast_is_one_xla_graph(step_graphs: dict[str, Any]) -> None:
+    run = step_graphs["input_cast_forward"]
+    assert run["calls"] == [ONE_GRAPH] * 4
+    assert run["output_dtype"] == "torch.float32"
+    assert all(output == run["results"][0] for output in run["results"])  # same weights
+
+
+def test_the_graph_counts_see_a_loss_read_inside_the_step(step_graphs: dict[str, Any]) -> None:
+    """The control: `loss.item()` inside the step cuts it in two graphs and one transfer."""
+    for call in step_graphs["loss_read_inside_the_step"]["calls"]:
+        assert call["compilations"] == 0
+        assert (call["executions"], call["to_host"]) == (2, 1)

@@ -13,9 +13,9 @@ stand-ins:
   and never alias masters, masters and fp32 states survive `state_dict()`, and masters follow
   changes made to the parameters outside the optimizer);
 * `StochasticRoundingOptimizer` keeps no masters: fp32 stand-ins live only during `step()`,
-  the inner optimizer's states stay fp32, and the result is written back with stochastic
-  rounding (the torchao `bf16_stochastic_round` idea, for CPU/GPU where
-  NEURON_RT_STOCHASTIC_ROUNDING_EN does nothing).
+  the inner optimizer's states stay fp32 (or bf16, `bf16_states=True`), and the result is
+  written back with stochastic rounding (the torchao `bf16_stochastic_round` idea, for
+  CPU/GPU where NEURON_RT_STOCHASTIC_ROUNDING_EN does nothing).
 """
 
 from __future__ import annotations
@@ -30,14 +30,20 @@ from torch.optim import Optimizer
 
 from xlamigrate_runtime.optimizer_facts import STATES_BUILT_AT_CONSTRUCTION, UNWRAPPABLE
 from xlamigrate_runtime.params_state import ParamsState
-from xlamigrate_runtime.rounding import copy_all_stochastically_rounded_, is_bf16_rounding_of
+from xlamigrate_runtime.rounding import (
+    copy_all_stochastically_rounded_,
+    differ_from_nearest,
+    is_bf16_rounding_of,
+)
 
 MASTERS_KEY = "fp32_master_params"
 GENERATOR_KEY = "stochastic_rounding_generator_state"
 _LOW_PRECISION = (torch.bfloat16, torch.float16)  # what gets an fp32 master
-# StochasticRoundingOptimizer steps this many elements at a time (fp32 stand-ins and grads: 8 B
-# each while they exist, 128 MiB here).
+# StochasticRoundingOptimizer steps at most this many elements at a time by default (fp32
+# stand-ins and grads: 8 B each while they exist, 128 MiB here), and at most a quarter of the
+# model: a step's peak then stays below fp32 AdamW's (docs/performance.md).
 DEFAULT_BUCKET_ELEMENTS = 1 << 24
+BUCKETS_AT_LEAST = 4
 _FOREACH_DEVICES = ("cpu", "cuda")  # torch._foreach_copy_ kernels; XLA copies one by one
 
 _Pair = tuple[
@@ -110,6 +116,12 @@ class _FP32UpdateOptimizer(Optimizer):
         parameters of `bucket` only, where the wrapper steps them bucket by bucket)."""
         raise NotImplementedError
         yield []
+
+    @contextmanager
+    def _fp32_states(self, pairs: list[_Pair]) -> Iterator[None]:
+        """The inner optimizer's states of these stand-ins, in fp32 while it steps them (they
+        are, but where StochasticRoundingOptimizer keeps them in bf16 between steps)."""
+        yield
 
     def _after_write(self, pairs: list[_Pair]) -> None:
         """Called after the updated values were written into the model parameters."""
@@ -203,7 +215,8 @@ class _FP32UpdateOptimizer(Optimizer):
                 # at all.
                 stood_in = [(p, fp32) for p, fp32 in pairs if fp32 is not p and p.grad is not None]
                 self._set_fp32_grads(stood_in)
-                self.optimizer.step()
+                with self._fp32_states(stood_in):
+                    self.optimizer.step()
                 self._write_back(stood_in)
                 for _, fp32 in stood_in:
                     fp32.grad = None
@@ -337,6 +350,14 @@ class FP32ParamsCopy(_FP32UpdateOptimizer):
     the CPU only (`keeps_fp32_grads`). `max_grad_norm` clips the gradients by their total
     2-norm as `clip_grad_norm_` does, but in fp32, on the copies the masters are stepped with
     (instead of calling `clip_grad_norm_` on the bf16 gradients).
+
+    `follow_data_writes` (rounding to nearest): a write through `p.data` (a WGAN weight clip)
+    moves no version counter, so by default every element of every parameter is compared with
+    its master's rounding each step, which costs a read of both (1.07-1.4x a hand-written
+    master loop, which follows no outside write at all: docs/performance.md). False compares
+    only the parameters whose version counter moved since this optimizer wrote them (an
+    in-place op on the parameter, `model.load_state_dict`): a hand loop's cost, for code that
+    writes no parameter through `.data`.
     """
 
     def __init__(
@@ -347,7 +368,9 @@ class FP32ParamsCopy(_FP32UpdateOptimizer):
         seed: int = 0,
         keep_fp32_grads: bool | None = None,
         max_grad_norm: float | None = None,
+        follow_data_writes: bool = True,
     ) -> None:
+        self.follow_data_writes = follow_data_writes
         self._masters: dict[torch.Tensor, torch.Tensor] = {}
         self._versions: dict[torch.Tensor, int] = {}  # as this optimizer last left each param
         super().__init__(
@@ -415,33 +438,46 @@ class FP32ParamsCopy(_FP32UpdateOptimizer):
         Rounding to nearest, every step compares each parameter with its master's rounding
         (what this optimizer wrote): any other value was written from outside, a write
         through `p.data` (a WGAN weight clip) and a `load_state_dict` of values one bf16
-        step away included, and its master follows it exactly (a cast and a compare per
-        parameter; on XLA fused into the step, with no host sync). Rounding stochastically,
+        step away included, and its master follows it exactly. A `p.data` write leaves no
+        trace but the bits (that tensor's version counter is not the parameter's), so every
+        element is read: `differ_from_nearest`, one pass over masters and parameters with
+        no allocation on the CPU and one host sync for all parameters elsewhere; on XLA the
+        comparison is part of the step's graph, with no sync. With `follow_data_writes=False`,
+        only a parameter whose version counter moved is compared. Rounding stochastically,
         either neighbour of the master may be ours: a write the version counter shows
         (`load_state_dict`, an in-place op on the parameter) is followed where the value is
         neither neighbour; a write through `p.data` is not seen.
         """
+        compared: list[_Pair] = []
         with torch.no_grad():
             for param, master in pairs:
                 if master is param:
                     continue
                 if self.stochastic_rounding and param.dtype == torch.bfloat16:
-                    if param._version == self._versions.get(param):
-                        continue
-                    kept = is_bf16_rounding_of(param, master)
+                    if param._version != self._versions.get(param):
+                        _follow(param, master, is_bf16_rounding_of(param, master))
+                        self._versions[param] = param._version
+                elif not self.follow_data_writes:
+                    if param._version != self._versions.get(param):
+                        _follow(param, master, _is_nearest_rounding(param, master))
+                        self._versions[param] = param._version
+                elif param.device.type == "xla":
+                    _follow(param, master, _is_nearest_rounding(param, master))
                 else:
-                    ours = master.to(param.dtype)
-                    if param.device.type != "xla" and torch.equal(  # (XLA: no host sync)
-                        ours.view(torch.int16), param.view(torch.int16)
-                    ):
-                        continue  # the common case: the bits this optimizer wrote
-                    kept = (ours == param) | (torch.isnan(ours) & torch.isnan(param))
-                master.copy_(torch.where(kept, master, param.to(torch.float32)))
-                self._versions[param] = param._version
+                    compared.append((param, master))
+            if not compared:
+                return
+            params, masters = [p for p, _ in compared], [m for _, m in compared]
+            for param, master, differs in zip(
+                params, masters, differ_from_nearest(params, masters), strict=True
+            ):
+                if differs:
+                    _follow(param, master, _is_nearest_rounding(param, master))
 
     def _after_write(self, pairs: list[_Pair]) -> None:
-        for param, _ in pairs:
-            self._versions[param] = param._version
+        if self.stochastic_rounding or not self.follow_data_writes:  # (where versions are read)
+            for param, _ in pairs:
+                self._versions[param] = param._version
 
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict()
@@ -482,10 +518,18 @@ class AdamW_FP32ParamsCopy(FP32ParamsCopy):  # the class name Neuron's sample us
         generator: torch.Generator | None = None,
         seed: int = 0,
         keep_fp32_grads: bool | None = None,
+        follow_data_writes: bool = True,
         **kwargs: Any,
     ) -> None:
         adamw = torch.optim.AdamW(params, *args, **kwargs)
-        super().__init__(adamw, stochastic_rounding, generator, seed, keep_fp32_grads)
+        super().__init__(
+            adamw,
+            stochastic_rounding,
+            generator,
+            seed,
+            keep_fp32_grads,
+            follow_data_writes=follow_data_writes,
+        )
 
 
 class StochasticRoundingOptimizer(_FP32UpdateOptimizer):
@@ -495,10 +539,19 @@ class StochasticRoundingOptimizer(_FP32UpdateOptimizer):
     updates it with fp32 gradients and fp32 states, and the result is written back with
     unbiased stochastic rounding, so updates far below a bf16 ulp still move the weights on
     average. Between steps nothing but the inner optimizer's fp32 states is kept (12 bytes
-    per parameter with AdamW instead of 16 with masters). A step upcasts `bucket_elements`
-    elements at a time (2**24 by default), so its stand-ins and their fp32 gradients add a
-    bounded amount, not 8 bytes per parameter, at its peak. `max_grad_norm` clips in fp32
-    over every bucket's gradients, as FP32ParamsCopy's does.
+    per parameter with AdamW instead of 16 with masters). A step upcasts a bucket of
+    parameters at a time, `bucket_elements` elements at most (by default a quarter of the
+    model, and 2**24), so its stand-ins, their fp32 gradients and the inner optimizer's
+    temporaries add a bounded amount, and its peak stays below fp32 AdamW's. `max_grad_norm`
+    clips in fp32 over every bucket's gradients, as FP32ParamsCopy's does.
+
+    `bf16_states=True` keeps the states in bf16 between steps too: 8 bytes per parameter with
+    AdamW, as torchao's `_AdamW(bf16_stochastic_round=True)`. They are upcast (exactly) for
+    the step and written back with stochastic rounding, like the parameters: torchao rounds
+    them to nearest, which loses every change below half a bf16 ulp (with beta2 = 0.999,
+    `exp_avg_sq` moves by a thousandth of the difference per step: rounded to nearest it can
+    never decrease), so each state would stall where stochastic rounding keeps its
+    expectation on the fp32 recursion.
     """
 
     def __init__(
@@ -507,12 +560,14 @@ class StochasticRoundingOptimizer(_FP32UpdateOptimizer):
         generator: torch.Generator | None = None,
         seed: int = 0,
         keep_fp32_grads: bool = False,
-        bucket_elements: int = DEFAULT_BUCKET_ELEMENTS,
+        bucket_elements: int | None = None,
         max_grad_norm: float | None = None,
+        bf16_states: bool = False,
     ) -> None:
-        if bucket_elements < 1:
+        if bucket_elements is not None and bucket_elements < 1:
             raise ValueError("bucket_elements must be at least 1")
         self.bucket_elements = bucket_elements
+        self.bf16_states = bf16_states
         super().__init__(optimizer, True, generator, seed, keep_fp32_grads, max_grad_norm)
 
     def _attach_group(self, index: int, params: list[torch.Tensor]) -> None:
@@ -527,24 +582,78 @@ class StochasticRoundingOptimizer(_FP32UpdateOptimizer):
         self.optimizer.param_groups[index]["params"] = list(params)
 
     def _buckets(self) -> Iterator[frozenset[int] | None]:
-        """Parameters of about `bucket_elements` elements at a time: their fp32 stand-ins and
-        gradients exist only while the inner optimizer steps them (an upcast of every
-        parameter at once peaked at ~28 bytes per parameter, above fp32 AdamW's 16)."""
+        """Parameters of at most `bucket_elements` elements at a time (or one larger parameter
+        alone): their fp32 stand-ins and gradients exist only while the inner optimizer steps
+        them. An upcast of every parameter at once peaked at ~28 bytes per parameter, above
+        fp32 AdamW's 20 (foreach) or 16 (fused); a bucket of a quarter of the model adds at
+        most a quarter of the step's 12 to 20 bytes of fp32 work."""
+        params = [param for group in self.optimizer.param_groups for param in group["params"]]
+        limit = self.bucket_elements
+        if limit is None:
+            total = sum(param.numel() for param in params)
+            limit = max(1, min(DEFAULT_BUCKET_ELEMENTS, total // BUCKETS_AT_LEAST))
         bucket: set[int] = set()
         size = 0
-        for group in self.optimizer.param_groups:
-            for param in group["params"]:
-                bucket.add(id(param))
-                size += param.numel()
-                if size >= self.bucket_elements:
-                    yield frozenset(bucket)
-                    bucket, size = set(), 0
+        for param in params:
+            if bucket and size + param.numel() > limit:
+                yield frozenset(bucket)
+                bucket, size = set(), 0
+            bucket.add(id(param))
+            size += param.numel()
         if bucket:
             yield frozenset(bucket)
 
+    @contextmanager
+    def _fp32_states(self, pairs: list[_Pair]) -> Iterator[None]:
+        """With `bf16_states`: the stand-ins' bf16 states upcast for the step (exact), then
+        written back into the same bf16 tensors with stochastic rounding, one draw for all;
+        states the step made (its first) get new bf16 tensors. A state is a floating tensor
+        of its parameter's shape (AdamW's `step` is not one)."""
+        if not self.bf16_states:
+            yield
+            return
+        state = self.optimizer.state
+        at_rest: dict[tuple[int, str], torch.Tensor] = {}
+        for _, fp32 in pairs:
+            entry = state.get(fp32, {})
+            for key, value in list(entry.items()):
+                if _is_state_of(value, fp32) and value.dtype == torch.bfloat16:
+                    at_rest[id(fp32), key] = value
+                    entry[key] = value.to(torch.float32)
+        yield
+        moved: list[tuple[dict[str, Any], str, torch.Tensor, torch.Tensor]] = []
+        for _, fp32 in pairs:
+            entry = state.get(fp32, {})
+            for key, value in entry.items():
+                if _is_state_of(value, fp32) and value.dtype == torch.float32:
+                    kept = at_rest.get((id(fp32), key))
+                    if kept is None:
+                        kept = torch.empty_like(value, dtype=torch.bfloat16)
+                    moved.append((entry, key, kept, value))
+        for group in _by_device([(kept, value) for _, _, kept, value in moved]):
+            generator = self._generator(group[0][0].device)
+            copy_all_stochastically_rounded_(
+                [kept for kept, _ in group], [value for _, value in group], generator
+            )
+        for entry, key, kept, _ in moved:
+            entry[key] = kept
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """With `bf16_states`, the loaded states are kept in bf16 (exact for states saved by
+        such an optimizer; rounded to nearest, once, for fp32 ones)."""
+        super().load_state_dict(state_dict)
+        if self.bf16_states:
+            with torch.no_grad():
+                for group in self.optimizer.param_groups:
+                    for param in group["params"]:
+                        entry = self.optimizer.state.get(param, {})
+                        for key, value in entry.items():
+                            if param.dtype == torch.bfloat16 and _is_state_of(value, param):
+                                entry[key] = value.to(torch.bfloat16)
+
     def _inner_state_dict(self) -> dict[str, Any]:
-        """Between steps the inner optimizer holds the bf16 params and their fp32 states: its
-        state_dict needs no stand-ins (which cost 4 bytes per parameter)."""
+        """Between steps the inner optimizer holds the bf16 params and their states (fp32, or
+        bf16): its state_dict needs no stand-ins (which cost 4 bytes per parameter)."""
         return self.optimizer.state_dict()
 
     @contextmanager
@@ -589,6 +698,28 @@ def _remake_construction_states_in_fp32(optimizer: Optimizer) -> None:
                 for key, default in built.items():
                     value = optimizer.defaults[default]
                     state[key] = torch.full_like(param, value, dtype=torch.float32)
+
+
+def _is_nearest_rounding(param: torch.Tensor, master: torch.Tensor) -> torch.Tensor:
+    """Elementwise: does the parameter hold its master rounded to nearest (NaN for NaN)?"""
+    ours = master.to(param.dtype)
+    return (ours == param) | (torch.isnan(ours) & torch.isnan(param))
+
+
+def _follow(param: torch.Tensor, master: torch.Tensor, ours: torch.Tensor) -> None:
+    """The master takes the parameter's value wherever it does not hold what this optimizer
+    wrote (`ours`, elementwise)."""
+    master.copy_(torch.where(ours, master, param.to(torch.float32)))
+
+
+def _is_state_of(value: object, param: torch.Tensor) -> bool:
+    """Whether an optimizer state is one of the parameter's per-element floating states."""
+    return (
+        isinstance(value, torch.Tensor)
+        and value.is_floating_point()
+        and value.dim() > 0
+        and value.shape == param.shape
+    )
 
 
 def _by_device(pairs: list[_Pair]) -> list[list[_Pair]]:

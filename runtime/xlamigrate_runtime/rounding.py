@@ -31,11 +31,15 @@ Where the noise comes from depends on the device, not the rule above:
   lowers no bit cast (a `view(torch.int32)` ran on the host, with a transfer each way), so the
   bit pattern is not used there: each call is one graph, fused by XLA, with nothing moved to
   the host (tests/runtime_scripts/stochastic_rounding_graph_xla.py counts it).
+
+`is_bf16_rounding_of` and `differ_from_nearest` let the master-weights optimizer tell its own
+roundings from values written into its parameters from outside.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import ctypes
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -49,6 +53,10 @@ _HIGH_MASK = -_LOW_BITS  # 0xFFFF0000 as a signed int32
 # host so oversubscribed that OpenMP threads waited for each other. A multiple of 8 (`period`).
 _CHUNK = 1 << 17
 _SMALL = 4096  # up to this many elements, the whole-tensor form is cheaper on CPU too
+# `differ_from_nearest` rounds this many elements at a time on the CPU: 256 KiB of bf16, which
+# stays in a core's L2 cache until it is compared, and all it allocates (a whole-tensor cast
+# takes 2 bytes per element of the largest parameter, and page faults on every step).
+_COMPARE_CHUNK = 1 << 17
 _HIGH_MASK_TENSOR = torch.tensor(_HIGH_MASK, dtype=torch.int32, device="cpu")  # no per-call wrap
 _BF16_MAX = float(torch.finfo(torch.bfloat16).max)
 _MIN_NORMAL = 2.0**-126  # the smallest normal bf16 (and fp32) value
@@ -139,6 +147,65 @@ def is_bf16_rounding_of(rounded: torch.Tensor, exact: torch.Tensor) -> torch.Ten
     away_from_zero = toward_zero + _LOW_BITS  # sign-magnitude: the next bf16 magnitude
     nan_both = torch.isnan(exact) & torch.isnan(rounded)
     return (written == toward_zero) | (written == away_from_zero) | nan_both
+
+
+def differ_from_nearest(
+    rounded: Sequence[torch.Tensor], exact: Sequence[torch.Tensor]
+) -> list[bool]:
+    """For each pair: does the low-precision (bf16 or fp16) tensor hold other bits than its
+    fp32 tensor rounded to nearest? Every element is read: a write through `p.data` leaves
+    no other trace (its version counter is not the parameter's).
+
+    On the CPU each fp32 tensor is rounded a chunk at a time into a buffer that stays in
+    cache and compared with memcmp, which stops at the first difference: the two tensors are
+    read once and nothing is allocated but the buffer. Elsewhere the pairs are compared on
+    the device and read back with one host sync for all of them. Not for XLA, where that
+    read-back is a sync of its own: keep the comparison in the step's graph there."""
+    answers: list[bool | torch.Tensor] = []
+    buffer: torch.Tensor | None = None
+    for low, high in zip(rounded, exact, strict=True):
+        if low.is_cpu and low.is_contiguous() and high.is_contiguous():
+            if buffer is None or buffer.dtype != low.dtype:
+                buffer = torch.empty(_COMPARE_CHUNK, dtype=low.dtype)
+            answers.append(_differs_on_cpu(low.view(-1), high.view(-1), buffer))
+        else:  # (a bool on the device, read back with the others below)
+            ours = high.to(low.dtype)
+            answers.append(torch.ne(ours.view(torch.int16), low.view(torch.int16)).any())
+    on_device = [answer for answer in answers if isinstance(answer, torch.Tensor)]
+    read_back = iter(torch.stack(on_device).tolist() if on_device else [])
+    return [bool(next(read_back)) if isinstance(a, torch.Tensor) else a for a in answers]
+
+
+def _differs_on_cpu(low: torch.Tensor, high: torch.Tensor, buffer: torch.Tensor) -> bool:
+    """`differ_from_nearest` for one pair of flat contiguous CPU tensors."""
+    count, size = low.numel(), low.element_size()
+    for start in range(0, count, _COMPARE_CHUNK):
+        stop = min(start + _COMPARE_CHUNK, count)
+        ours = buffer[: stop - start]
+        ours.copy_(high if stop - start == count else high[start:stop])
+        if _MEMCMP is None:
+            if not torch.equal(ours.view(torch.int16), low[start:stop].view(torch.int16)):
+                return True
+        elif _MEMCMP(ours.data_ptr(), low.data_ptr() + start * size, ours.nbytes):
+            return True
+    return False
+
+
+def _memcmp() -> Callable[[int, int, int], int] | None:
+    """The C library's memcmp, which compares bytes at the speed of memory: `torch.equal`
+    reads its elements one at a time (on int16, over ten times memcmp's time here). None
+    where the process has no C library to find it in (then `torch.equal`)."""
+    try:
+        memcmp = ctypes.CDLL(None).memcmp  # (the symbols of the process: libc's among them)
+    except (OSError, AttributeError, TypeError):
+        return None
+    memcmp.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+    memcmp.restype = ctypes.c_int
+    function: Callable[[int, int, int], int] = memcmp
+    return function
+
+
+_MEMCMP = _memcmp()
 
 
 def _check_out(out: torch.Tensor, tensor: torch.Tensor) -> None:
