@@ -5,8 +5,9 @@ what a run analyses once the project's root is walked whatever paths are named).
 prints; asserts nothing about time. It does check that the JSON output is the same each way.
 Cold: no cache folder (`.xlamigrate_cache/` removed); warm: the cache the cold run just left,
 and one file changed since (a pre-commit hook's second run). The three are timed in turns (one
-of each per turn, medians over the turns), so a burst of other work slows them alike. With `ruff` on PATH, `ruff check` of the whole tree, cold (no
-.ruff_cache) and warm after the same change, is the anchor. The children run with Python's
+of each per turn, medians over the turns), so a burst of other work slows them alike. With
+`ruff` on PATH, `ruff check` of the whole tree, cold (no .ruff_cache) and warm after the same
+change, is the anchor. The children run with Python's
 bytecode cache on (an installed package has its .pyc files), even where the environment sets
 PYTHONDONTWRITEBYTECODE: compiling xlamigrate's modules on every start is no cost a user pays.
 
