@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -194,6 +195,8 @@ _BUILDING = (
     "tree_sitter",
     "ruamel",
     "yaml",
+    "importlib.resources",  # (with tempfile, shutil, lzma: importlib.abc at run time)
+    "tempfile",
 )
 _PROBE = """
 import contextlib, io, json, sys
@@ -215,10 +218,14 @@ def test_a_warm_scan_of_an_edited_module_imports_nothing_that_builds_the_project
     launched_tree(tmp_path)
     edited = tmp_path / "module_2.py"
     edited.write_text('import os\nCAST = os.environ.get("XLA_DOWNCAST_BF16")\n')
-    command = [sys.executable, "-c", _PROBE, "scan", "--format", "json", "module_2.py"]
-    subprocess.run(command, cwd=tmp_path, capture_output=True, check=True)  # (cold: decides)
+    # `-S` with this interpreter's path: as a hook's own venv runs it, without the start-up
+    # hooks (.pth files) of the environment the tests run in, which import modules of their own
+    command = [sys.executable, "-S", "-c", _PROBE, "scan", "--format", "json", "module_2.py"]
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    run = partial(subprocess.run, cwd=tmp_path, env=environment, capture_output=True, check=True)
+    run(command)  # (cold: decides)
     comment(edited, "edited")
-    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, check=True)
+    result = run(command, text=True)
     probe = json.loads(result.stdout)
     assert json.loads(probe["out"])["findings"][0]["variable"] == "XLA_DOWNCAST_BF16"
     imported = {m for m in probe["modules"] if m.startswith(_BUILDING)}
