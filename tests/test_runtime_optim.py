@@ -340,20 +340,18 @@ def test_plain_optimizer_would_cast_the_fp32_states_to_bf16() -> None:
     assert all(s["exp_avg"].dtype == torch.bfloat16 for s in plain.state.values())
 
 
-@pytest.mark.parametrize("model_first", [True, False], ids=["model-then-opt", "opt-then-model"])
-@pytest.mark.parametrize("name", WRAPPERS)
-def test_resuming_from_a_checkpoint_continues_exactly(name: str, model_first: bool) -> None:
-    uninterrupted = bf16_mlp()
-    reference = WRAPPERS[name](torch.optim.AdamW(uninterrupted.parameters(), lr=1e-2))
-    train(uninterrupted, reference, range(10))
-
+def resumed_halfway(
+    build: Callable[[nn.Module, float], Any], model_first: bool
+) -> tuple[nn.Module, Any]:
+    """Five steps, a checkpoint through bytes, and a fresh model and optimizer (other weights,
+    another learning rate: both must come from the checkpoint) loaded from it in the given
+    order and trained five more steps; the resumed model and its optimizer."""
     first_half = bf16_mlp()
-    optimizer = WRAPPERS[name](torch.optim.AdamW(first_half.parameters(), lr=1e-2))
+    optimizer = build(first_half, 1e-2)
     train(first_half, optimizer, range(5))
     checkpoint = round_trip({"model": first_half.state_dict(), "opt": optimizer.state_dict()})
-
     resumed = bf16_mlp(seed=99)  # a fresh process would start from other weights
-    restored = WRAPPERS[name](torch.optim.AdamW(resumed.parameters(), lr=5.0))
+    restored = build(resumed, 5.0)
     if model_first:
         resumed.load_state_dict(checkpoint["model"])
         restored.load_state_dict(checkpoint["opt"])
@@ -361,6 +359,20 @@ def test_resuming_from_a_checkpoint_continues_exactly(name: str, model_first: bo
         restored.load_state_dict(checkpoint["opt"])
         resumed.load_state_dict(checkpoint["model"])
     train(resumed, restored, range(5, 10))
+    return resumed, restored
+
+
+@pytest.mark.parametrize("model_first", [True, False], ids=["model-then-opt", "opt-then-model"])
+@pytest.mark.parametrize("name", WRAPPERS)
+def test_resuming_from_a_checkpoint_continues_exactly(name: str, model_first: bool) -> None:
+    uninterrupted = bf16_mlp()
+    reference = WRAPPERS[name](torch.optim.AdamW(uninterrupted.parameters(), lr=1e-2))
+    train(uninterrupted, reference, range(10))
+
+    resumed, restored = resumed_halfway(
+        lambda model, lr: WRAPPERS[name](torch.optim.AdamW(model.parameters(), lr=lr)),
+        model_first,
+    )
 
     for a, b in zip(uninterrupted.parameters(), resumed.parameters(), strict=True):
         assert torch.equal(a, b)
@@ -1094,19 +1106,7 @@ def test_bf16_states_resume_from_a_checkpoint_exactly(model_first: bool) -> None
     uninterrupted = bf16_mlp()
     reference = bf16_states_adamw(uninterrupted)
     train(uninterrupted, reference, range(10))
-    first_half = bf16_mlp()
-    optimizer = bf16_states_adamw(first_half)
-    train(first_half, optimizer, range(5))
-    checkpoint = round_trip({"model": first_half.state_dict(), "opt": optimizer.state_dict()})
-    resumed = bf16_mlp(seed=99)
-    restored = bf16_states_adamw(resumed, lr=5.0)
-    if model_first:
-        resumed.load_state_dict(checkpoint["model"])
-        restored.load_state_dict(checkpoint["opt"])
-    else:
-        restored.load_state_dict(checkpoint["opt"])
-        resumed.load_state_dict(checkpoint["model"])
-    train(resumed, restored, range(5, 10))
+    resumed, restored = resumed_halfway(bf16_states_adamw, model_first)
     for a, b in zip(uninterrupted.parameters(), resumed.parameters(), strict=True):
         assert torch.equal(a, b)
     for a, b in zip(inner_state_tensors(reference), inner_state_tensors(restored), strict=True):

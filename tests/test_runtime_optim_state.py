@@ -307,12 +307,13 @@ def test_stochastic_rounding_optimizer_state_is_keyed_by_the_model_parameters() 
 
 # --- on the XLA device ------------------------------------------------------------------------
 
-XLA_SCRIPT = """
+# A bf16 MLP on the XLA device and one batch: what each script below trains (it imports the
+# runtime's optimizers itself).
+XLA_PRELUDE = """
 import json
 import torch
 import torch_xla
 import torch_xla.core.xla_model as xm
-from xlamigrate_runtime import FP32ParamsCopy
 
 device = torch_xla.device()
 torch.manual_seed(0)
@@ -322,6 +323,12 @@ generator = torch.Generator().manual_seed(1)
 inputs = torch.randn(32, 8, generator=generator)
 targets = inputs.sum(dim=1, keepdim=True)
 inputs, targets = (t.to(device=device, dtype=torch.bfloat16) for t in (inputs, targets))
+"""
+
+XLA_SCRIPT = (
+    XLA_PRELUDE
+    + """
+from xlamigrate_runtime import FP32ParamsCopy
 optimizer = FP32ParamsCopy(torch.optim.AdamW(model.parameters(), lr=1e-2))
 
 def train(steps):
@@ -354,6 +361,7 @@ print(json.dumps({
     "steps_after_write": [float(optimizer.state[p]["step"]) for p in params],
 }))
 """
+)
 
 
 @needs_torch_xla_platform
@@ -375,21 +383,10 @@ def test_exp_avg_sq_is_read_and_written_through_the_wrapper_on_xla() -> None:
     assert run["steps_after_write"] == [1.0, 4.0, 4.0, 4.0]  # the reset one restarted
 
 
-XLA_BF16_STATES_SCRIPT = """
-import json
-import torch
-import torch_xla
-import torch_xla.core.xla_model as xm
+XLA_BF16_STATES_SCRIPT = (
+    XLA_PRELUDE
+    + """
 from xlamigrate_runtime import StochasticRoundingOptimizer
-
-device = torch_xla.device()
-torch.manual_seed(0)
-model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
-model = model.to(torch.bfloat16).to(device)
-generator = torch.Generator().manual_seed(1)
-inputs = torch.randn(32, 8, generator=generator)
-targets = inputs.sum(dim=1, keepdim=True)
-inputs, targets = (t.to(device=device, dtype=torch.bfloat16) for t in (inputs, targets))
 inner = torch.optim.AdamW(model.parameters(), lr=1e-2)
 optimizer = StochasticRoundingOptimizer(inner, bf16_states=True)
 losses = []
@@ -409,6 +406,7 @@ print(json.dumps({
     "last_loss": sum(losses[-3:]) / 3,
 }))
 """
+)
 
 
 @needs_torch_xla_platform
