@@ -11,10 +11,13 @@ change, is the anchor. The children run with Python's
 bytecode cache on (an installed package has its .pyc files), even where the environment sets
 PYTHONDONTWRITEBYTECODE: compiling xlamigrate's modules on every start is no cost a user pays.
 
-With --hook-env, the children run in a virtual environment made as pre-commit makes a hook's:
-its own site-packages, which here holds one `.pth` naming the folders this interpreter imports
+The children run the `xlamigrate` console script, as a pre-commit hook does (`entry:
+xlamigrate`), where the interpreter's folder holds one; else `python -m xlamigrate`. With
+--hook-env, they run in a virtual environment made as pre-commit makes a hook's: its own
+site-packages, which here holds one `.pth` naming the folders this interpreter imports
 xlamigrate and its dependencies from (as path lines: no `.pth` of those folders is run; a
-sandbox's or a distribution's start-up hooks are not the hook's to pay).
+sandbox's or a distribution's start-up hooks are not the hook's to pay), and the console script
+pip writes for the `xlamigrate` entry point.
 
 The repository is the Neuron tree of scan_neuron_tree.py (its 3,052 Python files, from local
 mirrors) or, without --mirrors/--source, a generated tree of --files Python modules (1% of them
@@ -129,7 +132,7 @@ def main() -> None:
         changed = build(arguments, tree)
         where = changed.relative_to(tree)
         print(f"tree: {scan_neuron_tree.describe(tree)}; the commit changes {where}")
-        print(f"python: {python}")
+        print(f"command: {' '.join(xlamigrate_command(python))}")
         measure(tree, changed, arguments.repeat, python)
     finally:
         environment.cleanup()
@@ -151,11 +154,26 @@ def hook_env(folder: Path) -> str:
     checkout = Path(xlamigrate.__file__).resolve().parent.parent
     folders = [str(checkout), *site.getsitepackages()]
     (Path(own) / "_xlamigrate_hook.pth").write_text("\n".join(folders) + "\n")
+    script = folder / "bin" / "xlamigrate"  # (as pip writes a console script)
+    script.write_text(
+        f"#!{python}\n# -*- coding: utf-8 -*-\nimport re\nimport sys\n"
+        "from xlamigrate.cli import entry\nif __name__ == '__main__':\n"
+        "    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])\n"
+        "    sys.exit(entry())\n"
+    )
+    script.chmod(0o755)
     return str(python)
 
 
+def xlamigrate_command(python: str) -> list[str]:
+    """The console script beside `python` (what a hook runs), else `python -m xlamigrate`."""
+    script = Path(python).parent / "xlamigrate"
+    return [str(script)] if script.is_file() else [python, "-m", "xlamigrate"]
+
+
 def measure(tree: Path, changed: Path, repeat: int, python: str) -> None:
-    scan = [python, "-m", "xlamigrate", "scan", "--exit-zero", "--format", "json"]
+    xlamigrate = xlamigrate_command(python)
+    scan = [*xlamigrate, "scan", "--exit-zero", "--format", "json"]
     touches = 0
 
     def emptied() -> None:
@@ -169,7 +187,7 @@ def measure(tree: Path, changed: Path, repeat: int, python: str) -> None:
 
     warm_up = [*scan, "--no-cache", str(changed.relative_to(tree))]
     run_once(warm_up, tree)  # (writes the .pyc files, reads the tree once)
-    version = [python, "-m", "xlamigrate", "--version"]
+    version = [*xlamigrate, "--version"]
     (startup,) = in_turns([(version, lambda: None)], tree, repeat)
     print(f"start-up (xlamigrate --version): {startup[0]:.3f} s wall, {startup[1]:.3f} s CPU")
     columns = ("no cache", "cold cache", "warm, 1 changed")

@@ -197,6 +197,7 @@ _BUILDING = (
     "yaml",
     "importlib.resources",  # (with tempfile, shutil, lzma: importlib.abc at run time)
     "tempfile",
+    "hashlib",  # (the cache hashes with blake2b alone: hashlib loads OpenSSL)
 )
 _PROBE = """
 import contextlib, io, json, sys

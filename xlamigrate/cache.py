@@ -16,7 +16,6 @@ import contextlib
 import dataclasses
 import enum
 import functools
-import hashlib
 import importlib
 import io
 import os
@@ -28,6 +27,11 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any
+
+try:  # (hashlib's own blake2b: importing hashlib also loads OpenSSL, 2 ms of a warm run)
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover (an interpreter without CPython's module)
+    from hashlib import blake2b
 
 from xlamigrate import __version__
 from xlamigrate.rulesdata import rules_directory
@@ -74,13 +78,13 @@ def stable_digest(*values: object) -> str:
     """A digest of plain values and frozen dataclasses that is the same in every process (sets
     and mappings are ordered by their items' digests, so hash randomisation does not show).
     TypeError for a value it cannot describe."""
-    hasher = hashlib.blake2b(digest_size=16)
+    hasher = blake2b(digest_size=16)
     _feed(hasher, values)
     return hasher.hexdigest()
 
 
 def content_digest(data: bytes) -> str:
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
+    return blake2b(data, digest_size=16).hexdigest()
 
 
 class RunCache:

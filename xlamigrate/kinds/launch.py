@@ -10,18 +10,12 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Literal
 
-from xlamigrate.rulesdata import LAUNCHERS_FILE, rules_directory
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from xlamigrate.rulesdata import LAUNCHERS_FILE, read_toml, rules_directory
 
 Role = Literal["python", "launcher", "wrapper", "shell", "batch", "remote"]
 Language = Literal["python", "shell"]
@@ -518,8 +512,7 @@ def _normal(option: str) -> str:
 
 @cache
 def _table() -> dict[str, Program]:
-    path = rules_directory().joinpath(LAUNCHERS_FILE)
-    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    data = read_toml(rules_directory().joinpath(LAUNCHERS_FILE))
     table: dict[str, Program] = {}
     for row in data["program"]:
         for name in row["names"]:

@@ -3,22 +3,16 @@
 from __future__ import annotations
 
 import re
-import sys
 from functools import cache
 
-from xlamigrate.rulesdata import PLATFORMS_FILE, rules_directory
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from xlamigrate.rulesdata import PLATFORMS_FILE, read_toml, rules_directory
 
 PLATFORMS = ("neuron", "tpu")
 
 
 @cache
 def _patterns() -> dict[str, re.Pattern[str]]:
-    data = tomllib.loads(rules_directory().joinpath(PLATFORMS_FILE).read_text("utf-8"))
+    data = read_toml(rules_directory().joinpath(PLATFORMS_FILE))
     return {
         item["name"]: re.compile("|".join(f"(?:{p})" for p in item["patterns"]))
         for item in data["platform"]
