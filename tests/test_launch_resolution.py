@@ -528,6 +528,66 @@ def test_a_shell_docker_run_starts_the_script_of_the_image_it_names(
     assert f"it starts {expected}" in finding.message
 
 
+@pytest.mark.parametrize(
+    ("script", "expected"),
+    [
+        ('IMAGE=org/train:1\ndocker build -t "$IMAGE" -f images/Dockerfile.b .\n'
+         'docker run -e XLA_USE_BF16=1 "$IMAGE" python train.py\n', "b/train.py"),
+        ('docker build -t ${IMAGE} -f images/Dockerfile.b .\n'
+         'docker run -e XLA_USE_BF16=1 ${IMAGE} python train.py\n', "b/train.py"),
+        ('IMAGE=org/train:1\ndocker build -t "$IMAGE" -f images/Dockerfile.b .\n'
+         'IMAGE=org/other:1\ndocker run -e XLA_USE_BF16=1 "$IMAGE" python train.py\n', None),
+        ('docker build -t "$IMAGE" -f images/Dockerfile.b .\n'
+         'docker run -e XLA_USE_BF16=1 "$RUNS" python train.py\n', None),
+        ('docker build -t "org/train:$TAG" -f images/Dockerfile.b .\n'
+         'docker run -e XLA_USE_BF16=1 "org/train:$TAG" python train.py\n', None),
+    ],
+    ids=["assigned", "braces", "reassigned", "another-variable", "variable-tag"],
+)  # fmt: skip
+def test_a_docker_run_of_the_variable_a_script_builds_starts_that_images_script(
+    project: Path, catalogue: Catalogue, script: str, expected: str | None
+) -> None:
+    """`docker build -t "$IMAGE"` then `docker run "$IMAGE"` in one script run the image that
+    build makes, whatever the variable holds, unless the script assigns it again. Any other
+    image named by a variable is unknown: read against every Dockerfile the project has, from
+    the context its builds give (images/Dockerfile.b is built from the root, where b/ is its
+    train.py; images/Dockerfile.a, built by nothing, from the one its copies imply), they copy
+    different files there and the write stays."""
+    files = {
+        "scripts/train.sh": f"#!/bin/sh\n{script}",
+        "images/Dockerfile.a": IMAGE_A,
+        "images/Dockerfile.b": IMAGE_B,
+        "a/train.py": TRAIN,
+        "b/train.py": TRAIN,
+        "scripts/train.py": TRAIN,  # (beside the launcher: not what the container runs)
+    }
+    (finding,) = scan_writes(files, project, catalogue)
+    if expected is None:
+        assert is_manual(finding)
+        assert "copy different files there: which image runs is unknown" in finding.message
+        return
+    assert not is_manual(finding), finding.message
+    assert f"it starts {expected}" in finding.message
+
+
+def test_an_image_of_unknown_name_is_read_against_each_dockerfile_as_the_project_builds_it(
+    project: Path, catalogue: Catalogue
+) -> None:
+    """The image a launch names by a variable is not known; the one Dockerfile that could be
+    it is read from the build context the project's `docker build` gives it (the repository
+    root: its COPY . puts train.py at /app), not from its own folder (which holds no
+    train.py): the launch starts train.py, never a file the guess of a context would find."""
+    files = {
+        "run.sh": '#!/bin/sh\ndocker run -e XLA_USE_BF16=1 "$IMAGE" python train.py\n',
+        "build.sh": '#!/bin/sh\ndocker build -t "$1" -f docker/Dockerfile .\n',
+        "docker/Dockerfile": "FROM python:3.11\nWORKDIR /app\nCOPY . /app\n",
+        "train.py": TRAIN,
+    }
+    (finding,) = scan_writes(files, project, catalogue)
+    assert not is_manual(finding), finding.message
+    assert "it starts train.py" in finding.message
+
+
 def test_a_job_image_no_build_names_is_read_against_every_dockerfile(
     project: Path, catalogue: Catalogue
 ) -> None:

@@ -21,6 +21,7 @@ Role = Literal["python", "launcher", "wrapper", "shell", "batch", "remote"]
 Language = Literal["python", "shell"]
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_VARIABLE_WORD = re.compile(r'"?\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))"?')
 _SCRIPT_SUFFIXES: dict[str, Language] = {".py": "python", ".sh": "shell", ".bash": "shell"}
 # How a launcher's own folder is spelled in a script's path (the shell engine's value of
 # `$(dirname "$0")/train.py`, of `$SCRIPT_DIR/train.py` where SCRIPT_DIR holds that folder):
@@ -77,6 +78,14 @@ def in_image(script: str, workdir: str | None = None, image: str | None = None) 
     if image is not None and ">" not in image:
         return f"{_IMAGE_SPEC}{image}>{script}"
     return IMAGE + script
+
+
+def variable_reference(written: str) -> str | None:
+    """The shell variable a word is as a whole, as written (`$IMAGE`, `"${IMAGE}"`); else None."""
+    match = _VARIABLE_WORD.fullmatch(written)
+    if match is None or written.startswith('"') != written.endswith('"'):
+        return None
+    return match.group(1) or match.group(2)
 
 
 def image_spec(written: str) -> str | None:
@@ -291,6 +300,11 @@ def _read_program(
         word = words[index]
         if word is None:
             if positionals:
+                if program.container and subcommand == "run" and reading.container is not None:
+                    written = reading.written[index] if index < len(reading.written) else ""
+                    variable = variable_reference(written)  # (`docker run "$IMAGE" ...`)
+                    named = f"{NAMED}${variable}" if variable is not None else None
+                    reading.container = (named, reading.container[1])
                 positionals -= 1
                 index += 1
                 continue

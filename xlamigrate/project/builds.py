@@ -1,7 +1,11 @@
 """Which Dockerfile builds an image a launcher names (`image: train:latest` in a Kubernetes Job or
 a compose service): the `docker build -t NAME [-f FILE] CONTEXT` commands of the project's
 shell scripts, Makefiles and CI steps, and the compose services that pair `build:` with
-`image:`. Only names written out match, and only exactly (a tag left out is `latest`)."""
+`image:`. Only names written out match, and only exactly (a tag left out is `latest`); a tag
+that is a shell variable (`docker build -t "$IMAGE"`) matches the image the same script runs by
+that variable (`docker run "$IMAGE"`), where the script assigns it at most once. A build whose
+tags are none of these is kept under UNNAMED: which Dockerfile it builds from which context
+still tells what an image of unknown name may hold."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ import shlex
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from xlamigrate.kinds.launch import variable_reference
 from xlamigrate.kinds.yaml.nodes import compose, fields, is_string, text
 from xlamigrate.kinds.yaml.sites import compose_build
 
@@ -22,6 +27,8 @@ _FLAGS = frozenset(
      "--squash", "--compress", "--disable-content-trust"}
 )  # fmt: skip
 _WORKFLOWS = ".github/"
+_SCRIPT_SUFFIXES = (".sh", ".bash")
+UNNAMED = "?"  # the key of the builds whose image's name is not known
 
 
 @dataclass(frozen=True)
@@ -49,6 +56,11 @@ def image_builds(
         for name, build in pairs:
             found.setdefault(name, []).append(build)
     return found
+
+
+def variable_image(variable: str, script: str) -> str:
+    """The key of an image a shell script names by a variable: the variable, in that script."""
+    return f"${variable}@{script}"
 
 
 def normal_name(name: str) -> str:
@@ -112,13 +124,25 @@ def _command_builds(
         if read is None:
             continue
         tags, file, context = read
+        names = {_image_name(tag, path, data) for tag in tags} or {UNNAMED}
         for base in _folders(path):
             folder = _join(base, context)
             dockerfile = _join(base, file) if file is not None else _join(folder, "Dockerfile")
             if exists(dockerfile):
-                for tag in tags:
-                    yield normal_name(tag), Build(dockerfile, folder, path)
+                for name in sorted(names):
+                    yield name, Build(dockerfile, folder, path)
                 break
+
+
+def _image_name(tag: str, path: str, data: str) -> str:
+    """A build's tag as a key of `image_builds`: the tag, a script's variable, or UNNAMED."""
+    if "$" not in tag:
+        return normal_name(tag)
+    variable = variable_reference(tag)
+    if variable is None or not path.endswith(_SCRIPT_SUFFIXES):
+        return UNNAMED
+    assignments = re.findall(rf"(?<![\w$]){variable}(?:\[[^\]]*\])?\+?=", data)
+    return variable_image(variable, path) if len(assignments) <= 1 else UNNAMED
 
 
 def _read_build(words: list[str]) -> tuple[list[str], str | None, str] | None:
@@ -144,13 +168,12 @@ def _read_build(words: list[str]) -> tuple[list[str], str | None, str] | None:
         else:
             operands.append(word)
         index += 1
-    if len(operands) != 1 or not tags:
+    if len(operands) != 1:
         return None
     context = operands[0]
     if file is not None and ("$" in file or file == "-"):
         return None
-    tags = [tag for tag in tags if "$" not in tag]
-    if "$" in context or "://" in context or context == "-" or not tags:
+    if "$" in context or "://" in context or context == "-":
         return None
     return tags, file, context
 

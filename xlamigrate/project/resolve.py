@@ -85,10 +85,12 @@ class ScriptResolver:
         moved = unknown_folder(written)
         if moved is not None:
             return Resolution(None, moved)
-        if not written.endswith(".py") or "$" in written:
+        if not written.endswith(".py"):
             return Resolution(None)
         here = os.path.dirname(launcher)
         anchor, path = anchored(written.replace("\\", "/"))
+        if "$" in path:  # (the image's name may be a variable: the path may not)
+            return Resolution(None)
         if anchor == OWN_FOLDER:
             return self._beside(here, path)
         if anchor == REPOSITORY_ROOT:
@@ -126,9 +128,9 @@ class ScriptResolver:
     def _in_image(self, launcher: str, path: str, spec: str | None = None) -> Resolution:
         """A container's script: the file the image's Dockerfile copies to that path. The
         launcher's own image where it is a Dockerfile; the one its `build:` or its image's
-        name says (a `docker build -t NAME` of the project); else the one file every project
-        Dockerfile that copies one there agrees on."""
-        from xlamigrate.project.builds import normal_name
+        name says (a `docker build -t NAME` of the project, or `-t "$VAR"` in the script that
+        runs `"$VAR"`); else the one file every Dockerfile of the project that copies one there
+        agrees on, each read from the contexts the project's builds of it give."""
         from xlamigrate.project.images import images_mapping
 
         own = kind_by_name(posixpath.basename(launcher)) == "dockerfile"
@@ -143,11 +145,15 @@ class ScriptResolver:
             if not builds:
                 return Resolution(None, f"its build names {named}, which is not in the project")
         else:
-            name = normal_name(spec[len(NAMED) :]) if spec and spec.startswith(NAMED) else None
+            name = (
+                _image_name(spec[len(NAMED) :], launcher)
+                if spec and spec.startswith(NAMED)
+                else None
+            )
             matched = self._image_builds().get(name, []) if name else []
             builds = [b for m in matched for b in self._built([m.dockerfile], m.context)]
             if not builds:
-                builds, linked = self._built(self.dockerfiles), False
+                builds, linked = self._every_image(), False
         mapping = images_mapping(path, builds, self._is_file, self._is_folder)
         found = mapping.found
         sources = set(found.values())
@@ -181,6 +187,22 @@ class ScriptResolver:
                 context if context is not None else image.context(self._is_file, self._is_folder)
             )
             out.append(Built(image, folder, self._ignore(folder, dockerfile)))
+        return out
+
+    def _every_image(self) -> list[Built]:
+        """Every image the project may run: each Dockerfile from the contexts the project's
+        builds of it give, or from the one its copies imply where no build of it is known."""
+        contexts: dict[str, list[str]] = {}
+        for builds in self._image_builds().values():
+            for build in builds:
+                contexts.setdefault(build.dockerfile, []).append(build.context)
+        out = []
+        for dockerfile in dict.fromkeys([*self.dockerfiles, *contexts]):
+            known = contexts.get(dockerfile)
+            if known is None:
+                out += self._built([dockerfile])
+            for context in dict.fromkeys(known or ()):
+                out += self._built([dockerfile], context)
         return out
 
     def _ignore(self, context: str, dockerfile: str) -> DockerIgnore | None:
@@ -240,3 +262,13 @@ class ScriptResolver:
 
 def _join(base: str, path: str) -> str:
     return posixpath.normpath(posixpath.join(base, path)) if base else posixpath.normpath(path)
+
+
+def _image_name(named: str, launcher: str) -> str:
+    """The key in the project's builds of an image a launch names: its name with its tag, or
+    the launcher's own variable (`docker run "$IMAGE"` of a script that builds `-t "$IMAGE"`)."""
+    from xlamigrate.project.builds import normal_name, variable_image
+
+    if named.startswith("$"):
+        return variable_image(named[1:], launcher)
+    return normal_name(named)
