@@ -1,5 +1,5 @@
 """A Ray Train project whose workers got the legacy flag through the job's `runtime_env` trains,
-once migrated, like its legacy run: on a real Ray cluster (one node, two CPUs) and real
+once migrated, like its legacy run: on a real Ray cluster (one node) and real
 torch-xla (PJRT_DEVICE=CPU) in the Ray worker.
 
 tests/fixtures/projects/ray_worker_env/before/train_ray.py sets `XLA_USE_BF16=1` in
@@ -11,7 +11,9 @@ in the driver, where the variable is not set, and pickled into the worker as Fal
 
 Runs: the original in both configurations, each mode's bf16 configuration, and autocast's fp32
 one (the gate is the same function in every mode). One Ray head serves all runs, two jobs at a
-time (the worker takes the node's two CPUs between two jobs: `trainer_resources={"CPU": 0}`).
+time: it counts four logical CPUs, so that Ray Train's v1 API (whose trainer actor takes a CPU of
+its own) runs two jobs as v2 does (whose driver reserves none, and which rejects the
+`trainer_resources` a script could pass to free that CPU).
 """
 
 from __future__ import annotations
@@ -76,7 +78,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     env = {**base_environment(), "PJRT_DEVICE": "CPU", "RAY_ADDRESS": "auto"}
     env.pop("XLA_USE_BF16", None)
     head = subprocess.run(
-        [*_RAY, "start", "--head", "--num-cpus=2", "--include-dashboard=false",
+        [*_RAY, "start", "--head", "--num-cpus=4", "--include-dashboard=false",
          "--disable-usage-stats"],
         env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
