@@ -144,18 +144,18 @@ def phases_timed(clock: PhaseClock) -> Iterator[None]:
 def in_process(sources: list[bytes], mode: str) -> tuple[list[float], dict[str, float]]:
     from xlamigrate.catalogue import load_catalogue
     from xlamigrate.kinds.python.rewrite import rewrite_python
-    from xlamigrate.request import RewriteRequest
+    from xlamigrate.request import FileTask, RewriteRequest
 
     catalogue = load_catalogue()
     enabled = catalogue.select((), ())
     request = RewriteRequest(mode)
-    rewrite_python("warm.py", sources[0], catalogue, enabled, request)  # imports, caches
+    rewrite_python(FileTask("warm.py", sources[0], catalogue, enabled), request)  # imports, caches
     clock = PhaseClock()
     latencies = []
     with phases_timed(clock):
         for index, data in enumerate(sources):
             started = time.perf_counter()
-            outcome = rewrite_python(f"s{index}.py", data, catalogue, enabled, request)
+            outcome = rewrite_python(FileTask(f"s{index}.py", data, catalogue, enabled), request)
             latencies.append(time.perf_counter() - started)
             assert outcome.changed, "every benchmark file needs rewriting"
     return latencies, dict(clock.totals)

@@ -9,6 +9,7 @@ from xlamigrate.catalogue import Catalogue
 from xlamigrate.kinds.python.envaccess import EnvAccess, analyse_env_accesses
 from xlamigrate.kinds.python.scan import scan_python
 from xlamigrate.model import Finding
+from xlamigrate.request import FileTask
 
 
 def accesses(source: str, catalogue: Catalogue) -> list[EnvAccess]:
@@ -18,7 +19,8 @@ def accesses(source: str, catalogue: Catalogue) -> list[EnvAccess]:
 
 def findings(source: str, catalogue: Catalogue) -> list[Finding]:
     data = textwrap.dedent(source).encode()
-    return list(scan_python("t.py", data, catalogue, frozenset(catalogue.rules)).findings)
+    task = FileTask("t.py", data, catalogue, frozenset(catalogue.rules))
+    return list(scan_python(task).findings)
 
 
 def test_str_of_int_is_a_known_value(catalogue: Catalogue) -> None:

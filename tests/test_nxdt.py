@@ -25,7 +25,7 @@ from xlamigrate.kinds.yaml.analysis import analyse
 from xlamigrate.model import Finding
 from xlamigrate.nxdttable import nxdt_table
 from xlamigrate.prefilter import Prefilter
-from xlamigrate.request import FileContext, RewriteRequest
+from xlamigrate.request import FileContext, FileTask, RewriteRequest
 
 CASES_DIR = FIXTURES / "nxdt"
 CASES = [
@@ -50,9 +50,10 @@ def _remaining(case: Path, mode: str) -> list[str]:
 
 
 def _scan(text: str, catalogue: Catalogue, mode: str = "full-bf16") -> list[Finding]:
-    result = yaml_kind.scan(
+    task = FileTask(
         "config.yaml", text.encode(), catalogue, frozenset(catalogue.rules), FileContext(mode=mode)
     )
+    result = yaml_kind.scan(task)
     assert result.errors == ()
     return list(result.findings)
 

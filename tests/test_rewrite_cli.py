@@ -23,6 +23,7 @@ from xlamigrate.catalogue import Catalogue
 from xlamigrate.engine import _POOL_MIN_BYTES
 from xlamigrate.kinds.python.scan import scan_python
 from xlamigrate.report.json_format import finding_json
+from xlamigrate.request import FileTask
 
 MODES = ("full-bf16", "fp32-copy", "autocast")
 MLP = "flag_at_top_float_mlp"  # one safe fix; the recipe inserts an import and two lines
@@ -320,10 +321,12 @@ def test_json_report_lists_changes_fixes_remaining_findings_and_errors(
         },
     )
     scanned = scan_python(
-        "t.py",
-        b'import os\nos.environ["XLA_USE_BF16"] = "1"\n',
-        catalogue,
-        frozenset(catalogue.rules),
+        FileTask(
+            "t.py",
+            b'import os\nos.environ["XLA_USE_BF16"] = "1"\n',
+            catalogue,
+            frozenset(catalogue.rules),
+        )
     )
     finding_keys = set(finding_json(scanned.findings[0]))  # what `scan --format json` prints
 

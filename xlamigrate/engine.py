@@ -42,7 +42,7 @@ from xlamigrate.project.launchers import launches_with_flag
 from xlamigrate.project.model import Analysed, Project
 from xlamigrate.project.pins import Pins
 from xlamigrate.project.units import split_units, together, units
-from xlamigrate.request import DEFAULT_MODE, STANDALONE, FileContext, RewriteRequest
+from xlamigrate.request import DEFAULT_MODE, STANDALONE, FileContext, FileTask, RewriteRequest
 from xlamigrate.selection import Selection, select
 
 if TYPE_CHECKING:
@@ -935,7 +935,7 @@ def scan_source(
 ) -> FileResult:
     """Scans one file's bytes as the given kind ("python", "shell", "dotenv"...)."""
     with _collector_paused():
-        return kinds.load(kind).scan(path, data, catalogue, enabled, context)
+        return kinds.load(kind).scan(FileTask(path, data, catalogue, enabled, context))
 
 
 def rewrite_source(
@@ -952,7 +952,7 @@ def rewrite_source(
     unless `context` says what became of the scripts it starts); writes nothing."""
     request = mode if isinstance(mode, RewriteRequest) else RewriteRequest(mode, unsafe_fixes)
     with _collector_paused():
-        return kinds.load(kind).rewrite(path, data, catalogue, enabled, request, context)
+        return kinds.load(kind).rewrite(FileTask(path, data, catalogue, enabled, context), request)
 
 
 @contextlib.contextmanager
@@ -975,9 +975,8 @@ def _scan_job(job: _Job, catalogue: Catalogue, enabled: frozenset[str]) -> FileR
         if kinds.analyses_launches(job.kind):  # the project's word on its enabling writes
             launcher = kinds.load_launcher(job.kind)
             with _collector_paused():
-                return launcher.scan(
-                    job.display, job.data, catalogue, enabled, job.context, job.analysis
-                )
+                task = FileTask(job.display, job.data, catalogue, enabled, job.context)
+                return launcher.scan(task, job.analysis)
         return scan_source(job.display, job.data, job.kind, catalogue, enabled, job.context)
     except Exception as crash:  # one bad file must not end the run: report it and go on
         return FileResult(job.display, errors=(_crash(job, crash),))

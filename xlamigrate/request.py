@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from xlamigrate.apitable import Version
 from xlamigrate.config import DEFAULT_RUNTIME
@@ -14,6 +15,9 @@ from xlamigrate.project.model import ScriptRecipe, WriteDecision
 from xlamigrate.recipes import DEFAULT_MODE as DEFAULT_MODE
 from xlamigrate.recipes import Recipe, recipe_of
 from xlamigrate.settingvalues import TARGETS as TARGETS
+
+if TYPE_CHECKING:
+    from xlamigrate.catalogue import Catalogue
 
 # The environment variable launchers set, in place of the legacy flag, for the configurations
 # that enabled it; the launched script applies its recipe when it is "1".
@@ -93,3 +97,21 @@ class FileContext:
 
 
 STANDALONE = FileContext()
+
+
+@dataclass(frozen=True)
+class FileTask:
+    """One file as a kind is asked about it: its display path and bytes, the catalogue and the
+    codes the user selected, and the project's decisions for it (None: none made, as for a file
+    scanned on its own; a scan then says nothing of where a write goes)."""
+
+    path: str
+    data: bytes
+    catalogue: Catalogue
+    enabled: frozenset[str]
+    context: FileContext | None = None
+
+    @property
+    def decided(self) -> FileContext:
+        """The project's decisions, STANDALONE where none were made."""
+        return self.context or STANDALONE

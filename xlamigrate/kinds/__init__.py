@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from xlamigrate.catalogue import Catalogue
     from xlamigrate.kinds.textaccess import TextAnalysis
     from xlamigrate.model import FileResult, RewriteOutcome
-    from xlamigrate.request import FileContext, RewriteRequest
+    from xlamigrate.request import FileTask, RewriteRequest
 
 
 @dataclass(frozen=True)
@@ -120,24 +120,9 @@ class KindModule(Protocol):
     """What the module of a kind provides: findings for a file's bytes, and a planned rewrite
     (and optionally `preload(task)`, see `preload`)."""
 
-    def scan(
-        self,
-        path: str,
-        data: bytes,
-        catalogue: Catalogue,
-        enabled: frozenset[str],
-        context: FileContext | None = ...,
-    ) -> FileResult: ...
+    def scan(self, task: FileTask) -> FileResult: ...
 
-    def rewrite(
-        self,
-        path: str,
-        data: bytes,
-        catalogue: Catalogue,
-        enabled: frozenset[str],
-        request: RewriteRequest,
-        context: FileContext = ...,
-    ) -> RewriteOutcome: ...
+    def rewrite(self, task: FileTask, request: RewriteRequest) -> RewriteOutcome: ...
 
 
 class LauncherKindModule(Protocol):
@@ -146,15 +131,7 @@ class LauncherKindModule(Protocol):
 
     def analyse_file(self, path: str, data: bytes, catalogue: Catalogue) -> TextAnalysis | None: ...
 
-    def scan(
-        self,
-        path: str,
-        data: bytes,
-        catalogue: Catalogue,
-        enabled: frozenset[str],
-        context: FileContext | None = None,
-        analysis: TextAnalysis | None = None,
-    ) -> FileResult: ...
+    def scan(self, task: FileTask, analysis: TextAnalysis | None = None) -> FileResult: ...
 
 
 def analyses_launches(name: str) -> bool:

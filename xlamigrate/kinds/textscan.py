@@ -24,7 +24,7 @@ from xlamigrate.kinds.textaccess import (
 from xlamigrate.model import FileError, FileResult, Finding, RewriteOutcome
 from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING, merge_auto_cast_none
 from xlamigrate.project.launchers import copies_a_switch, is_enabling
-from xlamigrate.request import STANDALONE, FileContext, RewriteRequest
+from xlamigrate.request import FileContext, FileTask, RewriteRequest
 from xlamigrate.suppression import finding_suppressed, parse_suppressions
 from xlamigrate.xlavariables import variable_findings, variable_names
 
@@ -43,27 +43,11 @@ class TextKind:
     analyse: Analyse
     render: Render
 
-    def scan(
-        self,
-        path: str,
-        data: bytes,
-        catalogue: Catalogue,
-        enabled: frozenset[str],
-        context: FileContext | None = None,
-        analysis: TextAnalysis | None = None,
-    ) -> FileResult:
-        return scan_text(path, data, self, catalogue, enabled, context, analysis)
+    def scan(self, task: FileTask, analysis: TextAnalysis | None = None) -> FileResult:
+        return scan_text(task, self, analysis)
 
-    def rewrite(
-        self,
-        path: str,
-        data: bytes,
-        catalogue: Catalogue,
-        enabled: frozenset[str],
-        request: RewriteRequest,
-        context: FileContext = STANDALONE,
-    ) -> RewriteOutcome:
-        return rewrite_text(path, data, self, catalogue, enabled, request, context)
+    def rewrite(self, task: FileTask, request: RewriteRequest) -> RewriteOutcome:
+        return rewrite_text(task, self, request)
 
     def analyse_file(self, path: str, data: bytes, catalogue: Catalogue) -> TextAnalysis | None:
         return analyse_file(path, data, self, catalogue)
@@ -194,19 +178,12 @@ def _problems(path: str, analysis: TextAnalysis) -> tuple[FileError, ...]:
     )
 
 
-def scan_text(
-    path: str,
-    data: bytes,
-    kind: TextKind,
-    catalogue: Catalogue,
-    enabled: frozenset[str],
-    context: FileContext | None = None,
-    analysis: TextAnalysis | None = None,
-) -> FileResult:
-    """The file's findings; with the project's `context`, an enabling write says which script
+def scan_text(task: FileTask, kind: TextKind, analysis: TextAnalysis | None = None) -> FileResult:
+    """The file's findings; with the project's context, an enabling write says which script
     it starts and whether the rewrite can migrate it. `analysis`: the file's `analyse_file`,
     where the project was built from it already."""
-    decoded = _decode(path, data)
+    path, catalogue, enabled, context = task.path, task.catalogue, task.enabled, task.context
+    decoded = _decode(path, task.data)
     if isinstance(decoded, FileError):
         return FileResult(path, errors=(decoded,))
     if analysis is None:
@@ -236,15 +213,9 @@ def _variables(
     return [f for f in found if not finding_suppressed(f, table)]
 
 
-def rewrite_text(
-    path: str,
-    data: bytes,
-    kind: TextKind,
-    catalogue: Catalogue,
-    enabled: frozenset[str],
-    request: RewriteRequest,
-    context: FileContext = STANDALONE,
-) -> RewriteOutcome:
+def rewrite_text(task: FileTask, kind: TextKind, request: RewriteRequest) -> RewriteOutcome:
+    path, data, catalogue, enabled = task.path, task.data, task.catalogue, task.enabled
+    context = task.decided
     decoded = _decode(path, data)
     if isinstance(decoded, FileError):
         return RewriteOutcome(path, data, None, errors=(decoded,))

@@ -17,7 +17,6 @@ import os
 import re
 from typing import Any
 
-from xlamigrate.catalogue import Catalogue
 from xlamigrate.kinds import textscan
 from xlamigrate.kinds.embedded import CannotRender
 from xlamigrate.kinds.textaccess import TextAnalysis, TextMention
@@ -29,7 +28,7 @@ from xlamigrate.kinds.unreadtable import (
 )
 from xlamigrate.model import FileResult, RewriteOutcome
 from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING
-from xlamigrate.request import STANDALONE, FileContext, RewriteRequest
+from xlamigrate.request import FileTask, RewriteRequest
 
 _LARGE = 2_000_000  # characters: lexing a bigger file is not worth it, every name counts
 _TRACKED_ONLY = frozenset({NEURON_CC_FLAGS, STOCHASTIC_ROUNDING})  # the rewrite's, not flags
@@ -111,26 +110,13 @@ def _kind(path: str) -> textscan.TextKind:
     return textscan.TextKind(analyse, render)
 
 
-def scan(
-    path: str,
-    data: bytes,
-    catalogue: Catalogue,
-    enabled: frozenset[str],
-    context: FileContext | None = None,
-) -> FileResult:
-    if in_documentation(path):
-        return FileResult(path)
-    return _kind(path).scan(path, data, catalogue, enabled, context)
+def scan(task: FileTask) -> FileResult:
+    if in_documentation(task.path):
+        return FileResult(task.path)
+    return _kind(task.path).scan(task)
 
 
-def rewrite(
-    path: str,
-    data: bytes,
-    catalogue: Catalogue,
-    enabled: frozenset[str],
-    request: RewriteRequest,
-    context: FileContext = STANDALONE,
-) -> RewriteOutcome:
-    if in_documentation(path):
-        return RewriteOutcome(path, data, None)
-    return _kind(path).rewrite(path, data, catalogue, enabled, request, context)
+def rewrite(task: FileTask, request: RewriteRequest) -> RewriteOutcome:
+    if in_documentation(task.path):
+        return RewriteOutcome(task.path, task.data, None)
+    return _kind(task.path).rewrite(task, request)

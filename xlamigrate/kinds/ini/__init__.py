@@ -12,7 +12,6 @@ import re
 from collections.abc import Callable
 from functools import partial
 
-from xlamigrate.catalogue import Catalogue
 from xlamigrate.flagvalue import FlagValue
 from xlamigrate.kinds import textscan
 from xlamigrate.kinds.embedded import CannotRender
@@ -26,7 +25,7 @@ from xlamigrate.kinds.textaccess import Problem, TextAccess, TextAnalysis, TextM
 from xlamigrate.kinds.unread import used_in_string
 from xlamigrate.model import FileResult, RewriteOutcome
 from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING
-from xlamigrate.request import STANDALONE, FileContext, RewriteRequest
+from xlamigrate.request import FileTask, RewriteRequest
 
 _TRACKED_ONLY = frozenset({NEURON_CC_FLAGS, STOCHASTIC_ROUNDING})  # the rewrite's, not flags
 _BY_HAND = (
@@ -164,25 +163,12 @@ def render(syntax: str, name: str, value: str, append: bool = False) -> str:
     raise CannotRender("xlamigrate does not rewrite INI files")
 
 
-def scan(
-    path: str,
-    data: bytes,
-    catalogue: Catalogue,
-    enabled: frozenset[str],
-    context: FileContext | None = None,
-) -> FileResult:
-    return _kind(path).scan(path, data, catalogue, enabled, context)
+def scan(task: FileTask) -> FileResult:
+    return _kind(task.path).scan(task)
 
 
-def rewrite(
-    path: str,
-    data: bytes,
-    catalogue: Catalogue,
-    enabled: frozenset[str],
-    request: RewriteRequest,
-    context: FileContext = STANDALONE,
-) -> RewriteOutcome:
-    return _kind(path).rewrite(path, data, catalogue, enabled, request, context)
+def rewrite(task: FileTask, request: RewriteRequest) -> RewriteOutcome:
+    return _kind(task.path).rewrite(task, request)
 
 
 def _kind(path: str) -> textscan.TextKind:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from functools import partial
 
 from xlamigrate import kinds
 from xlamigrate.apitable import api_table
@@ -27,7 +26,7 @@ from xlamigrate.kinds.notebook.mentions import NOT_READ, line_magics, mentions
 from xlamigrate.kinds.notebook.place import Where, in_file, placed
 from xlamigrate.kinds.notebook.shell import launched_scripts, scan_shell, shell_slices
 from xlamigrate.model import FileError, FileResult, Finding, Fix, RewriteOutcome
-from xlamigrate.request import DEFAULT_MODE, STANDALONE, FileContext, RewriteRequest
+from xlamigrate.request import DEFAULT_MODE, FileContext, FileTask, RewriteRequest
 
 _LOST_MAGIC = (
     "not rewritten: the rewrite would lose a magic line of a cell (apply the findings by hand)"
@@ -78,23 +77,21 @@ class _Collected:
         return tuple(error for _, error in ordered)
 
 
-def scan_notebook(
-    path: str,
-    data: bytes,
-    catalogue: Catalogue,
-    enabled: frozenset[str],
-    context: FileContext | None = None,
-) -> FileResult:
-    """(`context`: a notebook is never a launched script or a module one imports.)"""
+def scan_notebook(task: FileTask) -> FileResult:
+    """(The task's context: a notebook is never a launched script or a module one imports.)"""
     from xlamigrate.kinds.python.scan import scan_python
 
+    path, data, catalogue, enabled = task.path, task.data, task.catalogue, task.enabled
     notebook = load(path, data)
     if isinstance(notebook, FileError):
         return FileResult(path, errors=(notebook,))
     cells, collected = _cells(notebook), _Collected()
-    mode = context.mode if context is not None else DEFAULT_MODE
+    mode = task.context.mode if task.context is not None else DEFAULT_MODE
     kernel_context = FileContext(children=_children(cells), mode=mode)
-    run = partial(scan_python, path, catalogue=catalogue, enabled=enabled, context=kernel_context)
+
+    def run(code: bytes) -> FileResult:
+        return scan_python(FileTask(path, code, catalogue, enabled, kernel_context))
+
     kernel = _kernel(path, cells, catalogue, collected, run)
     if kernel.result is not None:
         collected.found.extend(placed(f, kernel.module.where) for f in kernel.result.findings)
@@ -104,7 +101,7 @@ def scan_notebook(
         if _python_text(cell):
             if not _names_a_flag(cell, catalogue):
                 continue
-            result = kinds.load("python").scan(path, cell.body(), catalogue, enabled)
+            result = kinds.load("python").scan(FileTask(path, cell.body(), catalogue, enabled))
             collected.found.extend(placed(f, cell.where) for f in result.findings)
             for error in result.errors:
                 collected.error(error, cell.where, cell.index)
@@ -114,18 +111,12 @@ def scan_notebook(
     return FileResult(path, findings=findings, errors=collected.sorted_errors())
 
 
-def rewrite_notebook(
-    path: str,
-    data: bytes,
-    catalogue: Catalogue,
-    enabled: frozenset[str],
-    request: RewriteRequest,
-    context: FileContext = STANDALONE,
-) -> RewriteOutcome:
+def rewrite_notebook(task: FileTask, request: RewriteRequest) -> RewriteOutcome:
     """The kernel's cells as one script; shell cells are reported, not edited (their launches
-    are not followed yet, so `context` has nothing for them)."""
+    are not followed yet, so the task's context has nothing for them)."""
     from xlamigrate.kinds.python.rewrite import rewrite_python
 
+    path, data, catalogue, enabled = task.path, task.data, task.catalogue, task.enabled
     notebook = load(path, data)
     if isinstance(notebook, FileError):
         return RewriteOutcome(path, data, None, errors=(notebook,))
@@ -137,7 +128,7 @@ def rewrite_notebook(
         """The kernel's rewrite; where a cell was left out (unreadable), imports stay: that
         cell may use one the others no longer do."""
         chosen = request if code == every_cell else replace(request, keep_imports=True)
-        return rewrite_python(path, code, catalogue, enabled, chosen, context)
+        return rewrite_python(FileTask(path, code, catalogue, enabled, context), chosen)
 
     kernel = _kernel(path, cells, catalogue, collected, run)
     if kernel.result is not None:
@@ -146,7 +137,8 @@ def rewrite_notebook(
         if _python_text(cell):
             if not _names_a_flag(cell, catalogue):
                 continue
-            outcome = kinds.load("python").rewrite(path, cell.body(), catalogue, enabled, request)
+            cell_task = FileTask(path, cell.body(), catalogue, enabled)
+            outcome = kinds.load("python").rewrite(cell_task, request)
             _text_rewrite(path, cell, outcome, collected)
         elif cell.index not in kernel.broken_cells:
             _reported_only(path, cell, catalogue, enabled, collected)
@@ -287,7 +279,7 @@ def _reported_only(
         return
     if role.role == "text" and role.kind != "shell":
         assert role.kind is not None
-        result = kinds.load(role.kind).scan(path, cell.body(), catalogue, enabled)
+        result = kinds.load(role.kind).scan(FileTask(path, cell.body(), catalogue, enabled))
         collected.found.extend(placed(_by_hand(f), cell.where) for f in result.findings)
         for error in result.errors:
             collected.error(error, cell.where, cell.index)

@@ -12,6 +12,7 @@ from xlamigrate.kinds.notebook.escapes import escaped_spans
 from xlamigrate.kinds.notebook.magics import CellRole
 from xlamigrate.kinds.textaccess import TextAnalysis
 from xlamigrate.model import FileResult
+from xlamigrate.request import FileTask
 
 Slice = tuple[int, int, tuple[str, ...]]  # start, end in the cell, host encodings
 
@@ -54,7 +55,8 @@ def scan_shell(
             tuple(mention for part in parts for mention in part.mentions),
         )
 
-    return scan_text(path, source.encode("utf-8"), TextKind(analyse, render), catalogue, enabled)
+    task = FileTask(path, source.encode("utf-8"), catalogue, enabled)
+    return scan_text(task, TextKind(analyse, render))
 
 
 def launched_scripts(cells: Sequence[tuple[str, CellRole]]) -> tuple[str, ...]:

@@ -42,3 +42,9 @@ class SourceLines:
         if self._starts is None:
             self._starts = [0, *(m.end() for m in _LINE_BREAK.finditer(self.source))]
         return self._starts[line - 1] + column
+
+    def text(self, node: Any) -> str:
+        """A node's source text, from its start to its end (no parentheses around it)."""
+        span = self.span(node)
+        start = self.offset(span.line, span.column - 1)
+        return self.source[start : self.offset(span.end_line, span.end_column - 1)]

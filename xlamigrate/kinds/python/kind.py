@@ -8,7 +8,7 @@ import importlib
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.kinds.textaccess import TextAnalysis
 from xlamigrate.model import FileResult, RewriteOutcome
-from xlamigrate.request import STANDALONE, FileContext, RewriteRequest
+from xlamigrate.request import FileTask, RewriteRequest
 
 _TASK_MODULES = {
     "scan": "xlamigrate.kinds.python.scan",
@@ -35,26 +35,15 @@ def analyse_file(path: str, data: bytes, catalogue: Catalogue) -> TextAnalysis |
 
 
 def scan(
-    path: str,
-    data: bytes,
-    catalogue: Catalogue,
-    enabled: frozenset[str],
-    context: FileContext | None = None,
+    task: FileTask,
     analysis: TextAnalysis | None = None,  # (its launches: read again with the file)
 ) -> FileResult:
     from xlamigrate.kinds.python.scan import scan_python
 
-    return scan_python(path, data, catalogue, enabled, context or STANDALONE)
+    return scan_python(task)
 
 
-def rewrite(
-    path: str,
-    data: bytes,
-    catalogue: Catalogue,
-    enabled: frozenset[str],
-    request: RewriteRequest,
-    context: FileContext = STANDALONE,
-) -> RewriteOutcome:
+def rewrite(task: FileTask, request: RewriteRequest) -> RewriteOutcome:
     from xlamigrate.kinds.python.rewrite import rewrite_python
 
-    return rewrite_python(path, data, catalogue, enabled, request, context)
+    return rewrite_python(task, request)

@@ -36,17 +36,12 @@ from xlamigrate.model import FileError, Finding, RewriteOutcome
 from xlamigrate.nesting import too_deep
 from xlamigrate.neuronflags import RECIPE_VARIABLES
 from xlamigrate.recipes import MODES as MODES
-from xlamigrate.request import STANDALONE, FileContext, RewriteRequest
+from xlamigrate.request import FileContext, FileTask, RewriteRequest
 
 
-def rewrite_python(
-    path: str,
-    data: bytes,
-    catalogue: Catalogue,
-    enabled: frozenset[str],
-    request: RewriteRequest,
-    context: FileContext = STANDALONE,
-) -> RewriteOutcome:
+def rewrite_python(task: FileTask, request: RewriteRequest) -> RewriteOutcome:
+    path, data, catalogue, enabled = task.path, task.data, task.catalogue, task.enabled
+    context = task.decided
     parsed = parsed_python(data)
     if parsed is None:
         return RewriteOutcome(path, data, None, errors=(parse_failure(path, data),))

@@ -30,7 +30,7 @@ from xlamigrate.kinds.python.envaccess import (
 )
 from xlamigrate.model import FileError, FileResult, Finding, Fix, Span
 from xlamigrate.neuronflags import RECIPE_VARIABLES
-from xlamigrate.request import STANDALONE, FileContext
+from xlamigrate.request import STANDALONE, FileContext, FileTask
 from xlamigrate.suppression import finding_suppressed, parse_suppressions
 
 if TYPE_CHECKING:
@@ -40,17 +40,11 @@ if TYPE_CHECKING:
 Pairs = list[tuple[EnvAccess | FlagMention, Finding]]
 
 
-def scan_python(
-    path: str,
-    data: bytes,
-    catalogue: Catalogue,
-    enabled: frozenset[str],
-    context: FileContext = STANDALONE,
-) -> FileResult:
-    parsed = parsed_python(data)
+def scan_python(task: FileTask) -> FileResult:
+    parsed = parsed_python(task.data)
     if parsed is None:
-        return FileResult(path, errors=(parse_failure(path, data),))
-    return _scan_on_ast(path, *parsed, catalogue, enabled, context)
+        return FileResult(task.path, errors=(parse_failure(task.path, task.data),))
+    return _scan_on_ast(task.path, *parsed, task.catalogue, task.enabled, task.decided)
 
 
 def parsed_python(data: bytes) -> tuple[str, ast.Module] | None:
@@ -186,10 +180,7 @@ def python_variables(
     found = variable_findings(
         path, analysis.accesses, lambda a: lines.span(a.node), catalogue, enabled
     )
-    if not _commented(lines, found):
-        return found
-    table = parse_suppressions(_comments(source))
-    return [f for f in found if not finding_suppressed(f, table)]
+    return _unsuppressed(found, lines)
 
 
 def framework_options(
@@ -204,15 +195,18 @@ def framework_options(
     """The file's framework options that make the framework set a legacy flag itself (XM104)."""
     from xlamigrate.kinds.python.frameworks import framework_findings
 
-    def code(node: ast.AST) -> str:
-        span = lines.span(node)
-        start = lines.offset(span.line, span.column - 1)
-        return source[start : lines.offset(span.end_line, span.end_column - 1)]
+    found = framework_findings(
+        path, source, scopes, lines.span, lines.text, catalogue, enabled, context
+    )
+    return _unsuppressed(found, lines)
 
-    found = framework_findings(path, source, scopes, lines.span, code, catalogue, enabled, context)
+
+def _unsuppressed(found: list[Finding], lines: SourceLines) -> list[Finding]:
+    """The findings no comment suppresses (the file is tokenized only where a `#` stands on a
+    finding's line)."""
     if not _commented(lines, found):
         return found
-    table = parse_suppressions(_comments(source))
+    table = parse_suppressions(_comments(lines.source))
     return [f for f in found if not finding_suppressed(f, table)]
 
 
@@ -241,9 +235,7 @@ def api_pairs(
     from xlamigrate.kinds.python.xlaapis import api_findings
 
     def code(node: ast.AST) -> str:
-        span = lines.span(node)
-        start = lines.offset(span.line, span.column - 1)
-        text = source[start : lines.offset(span.end_line, span.end_column - 1)]
+        text = lines.text(node)
         return f"({text})" if isinstance(node, ast.GeneratorExp) else text
 
     paired = api_findings(

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 from functools import partial
 
-from xlamigrate.catalogue import Catalogue
 from xlamigrate.kinds import textscan
 from xlamigrate.kinds.textaccess import TextAnalysis
 from xlamigrate.kinds.yaml.analysis import analyse, render
 from xlamigrate.model import FileResult, RewriteOutcome
 from xlamigrate.nxdttable import nxdt_table
 from xlamigrate.recipes import DEFAULT_MODE
-from xlamigrate.request import STANDALONE, FileContext, RewriteRequest
+from xlamigrate.request import FileContext, FileTask, RewriteRequest
 
 KIND = textscan.TextKind(analyse, render)
 analyse_file = KIND.analyse_file
@@ -25,26 +24,13 @@ def _kind(mode: str, context: FileContext | None) -> textscan.TextKind:
     return textscan.TextKind(partial(analyse, mode=mode, nxdt_floor=floor), render)
 
 
-def scan(
-    path: str,
-    data: bytes,
-    catalogue: Catalogue,
-    enabled: frozenset[str],
-    context: FileContext | None = None,
-    analysis: TextAnalysis | None = None,
-) -> FileResult:
+def scan(task: FileTask, analysis: TextAnalysis | None = None) -> FileResult:
+    context = task.context
     mode = context.mode if context is not None else DEFAULT_MODE
     if analysis is not None and any(a.form.startswith("nxdt-") for a in analysis.accesses):
         analysis = None  # (the project's analysis words an NxDT config for no mode in particular)
-    return _kind(mode, context).scan(path, data, catalogue, enabled, context, analysis)
+    return _kind(mode, context).scan(task, analysis)
 
 
-def rewrite(
-    path: str,
-    data: bytes,
-    catalogue: Catalogue,
-    enabled: frozenset[str],
-    request: RewriteRequest,
-    context: FileContext = STANDALONE,
-) -> RewriteOutcome:
-    return _kind(request.mode, context).rewrite(path, data, catalogue, enabled, request, context)
+def rewrite(task: FileTask, request: RewriteRequest) -> RewriteOutcome:
+    return _kind(request.mode, task.decided).rewrite(task, request)
