@@ -6,7 +6,8 @@ import ast
 import textwrap
 
 from xlamigrate.catalogue import Catalogue
-from xlamigrate.kinds.python.envaccess import EnvAccess, analyse_env_accesses
+from xlamigrate.kinds.python.envaccess import EnvAccess
+from xlamigrate.kinds.python.envanalysis import analyse_env_accesses
 from xlamigrate.kinds.python.scan import scan_python
 from xlamigrate.model import Finding
 from xlamigrate.request import FileTask

@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import FIXTURES
 from xlamigrate.catalogue import load_catalogue
-from xlamigrate.kinds.python.envaccess import analyse_env_accesses
+from xlamigrate.kinds.python.envanalysis import analyse_env_accesses
 from xlamigrate.kinds.python.reads import ReadClassifier, ReadPlan, float32_spelling
 from xlamigrate.kinds.python.training import TrainingScript
 from xlamigrate.project.model import Configuration

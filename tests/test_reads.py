@@ -16,7 +16,7 @@ import pytest
 
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.engine import rewrite_source, scan_source
-from xlamigrate.kinds.python.envaccess import analyse_env_accesses
+from xlamigrate.kinds.python.envanalysis import analyse_env_accesses
 from xlamigrate.kinds.python.flagtests import RAISES, UNKNOWN, FlagEvaluator
 from xlamigrate.model import RewriteOutcome
 from xlamigrate.project.model import Configuration, ScriptRecipe

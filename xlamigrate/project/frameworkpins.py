@@ -16,8 +16,7 @@ from pathlib import Path
 from xlamigrate.apitable import Version
 from xlamigrate.frameworktable import Releases, framework_table
 from xlamigrate.nxdttable import nxdt_table
-from xlamigrate.project.pins import PIN_FILES, Remember, _computed
-from xlamigrate.project.projectfiles import FolderChains, read_small
+from xlamigrate.project.projectfiles import PIN_FILES, FolderChains, Remember, computed, read_small
 
 Pinned = tuple[tuple[str, Releases], ...]  # (canonical package, the releases its pin allows)
 
@@ -29,7 +28,7 @@ class FrameworkPins:
     """The frameworks' pins of a project's folders, each folder read once."""
 
     def __init__(
-        self, root: Path, remember: Remember = _computed, chains: FolderChains | None = None
+        self, root: Path, remember: Remember = computed, chains: FolderChains | None = None
     ) -> None:
         self.root = root.resolve()
         self.remember = remember

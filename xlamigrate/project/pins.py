@@ -15,22 +15,17 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from xlamigrate.apitable import Version
-from xlamigrate.project.projectfiles import FolderChains, read_small
+from xlamigrate.project.projectfiles import PIN_FILES, FolderChains, Remember, computed, read_small
 from xlamigrate.releasetable import release_table
 
 if TYPE_CHECKING:
     from xlamigrate.project.frameworkpins import FrameworkPins, Pinned
 
-_SOURCES = re.compile(
-    r"(?:requirements.*\.txt|constraints.*\.txt|pyproject\.toml|setup\.py"
-    r"|(?:Docker|Container)file(?:\..*)?|.*\.(?:dockerfile|Dockerfile|Containerfile))"
-)
-PIN_FILES = _SOURCES  # where a project pins anything (frameworkpins.py reads them too)
 # The packages whose pin names the torch-xla: torch-xla's own release, or the torch release it is
 # built for (torch's, and torch-neuronx's first two numbers), which rules/releases.toml maps.
 _PACKAGES = {"torch-xla": "torch-xla", "torch-neuronx": "torch", "torch": "torch"}
@@ -42,21 +37,11 @@ _WORD = re.compile(rf"[^\s\"'\\]*{_NAMED}[^\s\"'\\]*", re.I)
 _WHEEL = re.compile(r"\btorch(?:_(?P<package>xla|neuronx))?-(?P<version>\d+(?:\.\d+)+)", re.I)
 
 
-# An answer about a pin file's bytes (the question, the bytes, how to answer: plain values),
-# remembered for those bytes where a cache is kept (RunCache.answer): a warm run does not parse
-# requirements again, nor import `packaging` to.
-Remember = Callable[[str, bytes, Callable[[], Any]], Any]
-
-
-def _computed(question: str, data: bytes, compute: Callable[[], Any]) -> Any:
-    return compute()
-
-
 class Pins:
     """The floors of a project's folders, each read once."""
 
     def __init__(
-        self, root: Path, override: Version | None = None, remember: Remember = _computed
+        self, root: Path, override: Version | None = None, remember: Remember = computed
     ) -> None:
         self.root = root.resolve()  # the project's root: pins above it are not the project's
         self.override = override
@@ -92,7 +77,7 @@ class Pins:
             floors = [
                 Version(numbers)
                 for name in names
-                if _SOURCES.fullmatch(name)
+                if PIN_FILES.fullmatch(name)
                 for numbers in self._file_floors(read_small(folder / name))
             ]
             self._floors[folder] = min(floors) if floors else None

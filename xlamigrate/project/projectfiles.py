@@ -4,10 +4,27 @@ nearest folder's, from a script's own folder up to the project's root."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 LARGEST = 1 << 20  # bytes: a pin or dependency file is small; a larger file of that name is not one
+# The files a project pins anything in (pins.py reads torch-xla's, frameworkpins.py the
+# frameworks').
+PIN_FILES = re.compile(
+    r"(?:requirements.*\.txt|constraints.*\.txt|pyproject\.toml|setup\.py"
+    r"|(?:Docker|Container)file(?:\..*)?|.*\.(?:dockerfile|Dockerfile|Containerfile))"
+)
+# An answer about a pin file's bytes (the question, the bytes, how to answer: plain values),
+# remembered for those bytes where a cache is kept (RunCache.answer): a warm run does not parse
+# requirements again, nor import `packaging` to.
+Remember = Callable[[str, bytes, Callable[[], Any]], Any]
+
+
+def computed(question: str, data: bytes, compute: Callable[[], Any]) -> Any:
+    """A Remember that remembers nothing: the answer, computed."""
+    return compute()
 
 
 def folders_up(folder: Path, root: Path) -> Iterator[Path]:

@@ -9,14 +9,12 @@ kept as a `FlagMention`, so nothing slips through silently.
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     import ast
 
-    from xlamigrate.kinds.python.astscopes import Scopes
     from xlamigrate.kinds.python.astwalk import DictItem
 
 from xlamigrate.flagvalue import FlagValue
@@ -63,21 +61,3 @@ class EnvAccessAnalysis:
     # Python scripts the module starts as child processes (`subprocess.run([sys.executable,
     # "train.py"])`): they inherit the process's environment unless given one.
     children: tuple[str, ...] = ()
-
-
-def analyse_env_accesses(
-    module: ast.Module,
-    source: str,
-    flags: Collection[str],
-    also: Collection[str] = (),
-    scopes: Scopes | None = None,
-) -> EnvAccessAnalysis:
-    """Every access to (and leftover mention of) a flag in the module (the standard library's
-    `ast` tree of `source`), resolved; accesses to the `also` variables too (the rewriter's
-    NEURON_* variables), without mentions. Its nodes are ast's (a dict entry: astwalk.DictItem).
-    `scopes`: the module's, where the caller has them already."""
-    from xlamigrate.kinds.python.astwalk import AstEnvWalker
-    from xlamigrate.kinds.python.envresolve import resolve_walk
-
-    walker = AstEnvWalker(module, source, frozenset(flags), frozenset(also), scopes)
-    return resolve_walk(walker)

@@ -37,7 +37,7 @@ def analyse_source(path: str, data: bytes) -> TextAnalysis | None:
     table = launch_table()
     if not table.may_launch(data):
         return TextAnalysis()
-    from xlamigrate.kinds.python.scan import parsed_python
+    from xlamigrate.kinds.python.source import parsed_python
 
     parsed = parsed_python(data)
     if parsed is None:

@@ -1275,7 +1275,7 @@ def kept_enabling(
     """The pairs with each enabling write the planner removed made manual: it stays, and its
     finding says which part of the recipe could not go in. So are the enabling writes it left
     (an unsafe fix not asked for): with the recipe out, no option would remove them."""
-    from xlamigrate.kinds.python.scan import removable_enabling
+    from xlamigrate.kinds.python.filefindings import removable_enabling
 
     enabling = {id(e.access) for e in planner.enabling if e.access is not None}
     enabling |= {

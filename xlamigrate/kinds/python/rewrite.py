@@ -13,23 +13,22 @@ from xlamigrate.catalogue import Catalogue
 from xlamigrate.kinds.python.astpositions import SourceLines
 from xlamigrate.kinds.python.astscopes import Scopes
 from xlamigrate.kinds.python.envaccess import EnvAccess
+from xlamigrate.kinds.python.filefindings import (
+    Pairs,
+    api_pairs,
+    env_analysis,
+    framework_options,
+    kept_for_children,
+    python_variables,
+    reported,
+)
 from xlamigrate.kinds.python.nxdt_orchestrator import orchestrator_reason
 from xlamigrate.kinds.python.plan import Plan
 from xlamigrate.kinds.python.planner import LATE_WRITE, Planner, after_imports, kept_enabling
 from xlamigrate.kinds.python.planner import (
     RECIPE_PROBLEMS as RECIPE_PROBLEMS,
 )
-from xlamigrate.kinds.python.scan import (
-    Pairs,
-    api_pairs,
-    env_analysis,
-    framework_options,
-    kept_for_children,
-    parse_failure,
-    parsed_python,
-    python_variables,
-    reported,
-)
+from xlamigrate.kinds.python.source import parse_failure, parsed_python
 from xlamigrate.kinds.python.training import Line, Statement, TrainingScript
 from xlamigrate.kinds.python.xlaapis import ApiEdits, ApiFinding
 from xlamigrate.model import FileError, Finding, RewriteOutcome
