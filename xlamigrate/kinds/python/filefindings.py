@@ -22,6 +22,7 @@ from xlamigrate.kinds.python.astscopes import Scopes
 from xlamigrate.kinds.python.detect import classified
 from xlamigrate.kinds.python.envaccess import EnvAccess, EnvAccessAnalysis, FlagMention
 from xlamigrate.kinds.python.envanalysis import analyse_env_accesses
+from xlamigrate.kinds.python.source import PythonFile
 from xlamigrate.model import Finding, Fix, Span
 from xlamigrate.request import STANDALONE, FileContext
 from xlamigrate.suppression import finding_suppressed, parse_suppressions
@@ -47,41 +48,31 @@ def env_analysis(
 
 
 def python_variables(
-    path: str,
-    source: str,
-    module: ast.Module,
-    scopes: Scopes,
-    lines: SourceLines,
-    catalogue: Catalogue,
-    enabled: frozenset[str],
+    file: PythonFile, catalogue: Catalogue, enabled: frozenset[str]
 ) -> list[Finding]:
     """The file's writes of torch-xla runtime variables 2.9 no longer reads (XM503)."""
     from xlamigrate.xlavariables import variable_findings, variable_names
 
     names = variable_names(enabled)
-    if not any(name in source for name in names):
+    if not any(name in file.source for name in names):
         return []
-    analysis = analyse_env_accesses(module, source, names, (), scopes)
+    analysis = analyse_env_accesses(file.module, file.source, names, (), file.scopes)
+    lines = file.lines
     found = variable_findings(
-        path, analysis.accesses, lambda a: lines.span(a.node), catalogue, enabled
+        file.path, analysis.accesses, lambda a: lines.span(a.node), catalogue, enabled
     )
     return _unsuppressed(found, lines)
 
 
 def framework_options(
-    path: str,
-    source: str,
-    scopes: Scopes,
-    lines: SourceLines,
-    catalogue: Catalogue,
-    enabled: frozenset[str],
-    context: FileContext,
+    file: PythonFile, catalogue: Catalogue, enabled: frozenset[str], context: FileContext
 ) -> list[Finding]:
     """The file's framework options that make the framework set a legacy flag itself (XM104)."""
     from xlamigrate.kinds.python.frameworks import framework_findings
 
+    lines = file.lines
     found = framework_findings(
-        path, source, scopes, lines.span, lines.text, catalogue, enabled, context
+        file.path, file.source, file.scopes, lines.span, lines.text, catalogue, enabled, context
     )
     return _unsuppressed(found, lines)
 
@@ -107,17 +98,13 @@ def _commented(lines: SourceLines, findings: list[Finding]) -> bool:
 
 
 def api_pairs(
-    path: str,
-    source: str,
-    scopes: Scopes,
-    lines: SourceLines,
-    catalogue: Catalogue,
-    enabled: frozenset[str],
-    context: FileContext,
+    file: PythonFile, catalogue: Catalogue, enabled: frozenset[str], context: FileContext
 ) -> list[tuple[ApiFinding, Finding]]:
     """The file's uses of deprecated and removed torch-xla APIs (XM5xx) the user asked for,
     each with what its fix writes."""
     from xlamigrate.kinds.python.xlaapis import api_findings
+
+    path, source, scopes, lines = file.path, file.source, file.scopes, file.lines
 
     def code(node: ast.AST) -> str:
         text = lines.text(node)

@@ -28,7 +28,7 @@ from xlamigrate.kinds.python.planner import LATE_WRITE, Planner, after_imports, 
 from xlamigrate.kinds.python.planner import (
     RECIPE_PROBLEMS as RECIPE_PROBLEMS,
 )
-from xlamigrate.kinds.python.source import parse_failure, parsed_python
+from xlamigrate.kinds.python.source import PythonFile, parse_failure, parsed_python
 from xlamigrate.kinds.python.training import Line, Statement, TrainingScript
 from xlamigrate.kinds.python.xlaapis import ApiEdits, ApiFinding
 from xlamigrate.model import FileError, Finding, RewriteOutcome
@@ -60,9 +60,10 @@ def rewrite_python(task: FileTask, request: RewriteRequest) -> RewriteOutcome:
 
         found = command_findings(path, source, lines, analysis.commands, catalogue, enabled)
         commands = list(found)
-    apis = api_pairs(path, source, scopes, lines, catalogue, enabled, context)
-    commands += python_variables(path, source, module, scopes, lines, catalogue, enabled)
-    commands += framework_options(path, source, scopes, lines, catalogue, enabled, context)
+    file = PythonFile(path, source, module, scopes, lines)
+    apis = api_pairs(file, catalogue, enabled, context)
+    commands += python_variables(file, catalogue, enabled)
+    commands += framework_options(file, catalogue, enabled, context)
     if not pairs and context.recipe is None and not apis:
         remaining_commands = tuple(sorted(commands, key=lambda f: f.sort_key))
         return RewriteOutcome(path, data, None, remaining=remaining_commands)

@@ -24,7 +24,7 @@ from xlamigrate.kinds.python.filefindings import (
     removable_enabling,
     reported,
 )
-from xlamigrate.kinds.python.source import parse_failure, parsed_python
+from xlamigrate.kinds.python.source import PythonFile, parse_failure, parsed_python
 from xlamigrate.model import FileResult, Finding
 from xlamigrate.neuronflags import RECIPE_VARIABLES
 from xlamigrate.request import FileContext, FileTask
@@ -96,10 +96,8 @@ def _scan_on_ast(
 
         commands = analysis.commands
         found += command_findings(path, source, lines, commands, catalogue, enabled)
-    found += [
-        finding
-        for _, finding in api_pairs(path, source, scopes, lines, catalogue, enabled, context)
-    ]
-    found += python_variables(path, source, module, scopes, lines, catalogue, enabled)
-    found += framework_options(path, source, scopes, lines, catalogue, enabled, context)
+    file = PythonFile(path, source, module, scopes, lines)
+    found += [finding for _, finding in api_pairs(file, catalogue, enabled, context)]
+    found += python_variables(file, catalogue, enabled)
+    found += framework_options(file, catalogue, enabled, context)
     return FileResult(path, findings=tuple(sorted(found, key=lambda f: f.sort_key)))

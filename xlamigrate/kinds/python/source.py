@@ -7,8 +7,23 @@ import ast
 import io
 import tokenize
 import warnings
+from dataclasses import dataclass
 
+from xlamigrate.kinds.python.astpositions import SourceLines
+from xlamigrate.kinds.python.astscopes import Scopes
 from xlamigrate.model import FileError
+
+
+@dataclass(frozen=True)
+class PythonFile:
+    """A parsed Python file as its analyses read it: its display path, text and tree, the tree's
+    scopes, and its lines (where a node is, as findings say it)."""
+
+    path: str
+    source: str
+    module: ast.Module
+    scopes: Scopes
+    lines: SourceLines
 
 
 def parsed_python(data: bytes) -> tuple[str, ast.Module] | None:
