@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NamedTuple, NoReturn
 
 EXIT_USAGE = 2
@@ -266,6 +267,31 @@ def add_cache_and_project(options: argparse._ActionsContainer) -> None:
 
 def add_help(options: argparse._ActionsContainer) -> None:
     options.add_argument("-h", "--help", action="help", help=HELP)
+
+
+def add_run_options(options: argparse._ActionsContainer, stdin: str, not_done: str) -> None:
+    """What scan and rewrite end their options with: workers, the configuration file,
+    .gitignore, standard input (`stdin`: what is done with it), the torch-xla floor
+    (`not_done`: see add_torch_xla_version), the cache and the whole project, help."""
+    options.add_argument(
+        "-j",
+        "--jobs",
+        type=AtLeast(0),
+        default=0,
+        metavar="N",
+        help="Worker processes (0: one per CPU).",
+    )
+    options.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="Read [tool.xlamigrate] from this pyproject.toml.",
+    )
+    add_gitignore(options)
+    options.add_argument("--stdin-filename", metavar="PATH", help=stdin)
+    add_torch_xla_version(options, not_done)
+    add_cache_and_project(options)
+    add_help(options)
 
 
 def command_parser(command: Command) -> Parser:

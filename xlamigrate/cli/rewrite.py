@@ -9,16 +9,12 @@ from typing import TYPE_CHECKING
 
 from xlamigrate.cli import running
 from xlamigrate.cli.options import (
-    AtLeast,
     Command,
     Parser,
-    add_cache_and_project,
     add_choice,
     add_codes,
     add_format,
-    add_gitignore,
-    add_help,
-    add_torch_xla_version,
+    add_run_options,
     sections,
 )
 from xlamigrate.cli.running import EXIT_CLEAN, EXIT_FINDINGS, echo, fail
@@ -82,19 +78,9 @@ def add_arguments(parser: Parser) -> None:
         ignore="Rule codes or prefixes not to fix.",
         exclude="Patterns to skip.",
     )
-    options.add_argument(
-        "-j", "--jobs", type=AtLeast(0), default=0, metavar="N", help="Worker processes."
+    add_run_options(
+        options, "Rewrite standard input (named as this path) to standard output.", "written"
     )
-    options.add_argument("--config", type=Path, metavar="FILE", help="pyproject.toml to read.")
-    add_gitignore(options)
-    options.add_argument(
-        "--stdin-filename",
-        metavar="PATH",
-        help="Rewrite standard input (named as this path) to standard output.",
-    )
-    add_torch_xla_version(options, "written")
-    add_cache_and_project(options)
-    add_help(options)
 
 
 def run(args: Namespace) -> int:

@@ -9,15 +9,11 @@ from typing import TYPE_CHECKING
 
 from xlamigrate.cli import running
 from xlamigrate.cli.options import (
-    AtLeast,
     Command,
     Parser,
-    add_cache_and_project,
     add_codes,
     add_format,
-    add_gitignore,
-    add_help,
-    add_torch_xla_version,
+    add_run_options,
     sections,
 )
 from xlamigrate.cli.running import EXIT_CLEAN, EXIT_FINDINGS, echo, fail
@@ -52,31 +48,11 @@ def add_arguments(parser: Parser) -> None:
         "--exit-zero", action="store_true", help="Exit 0 even when something was found."
     )
     options.add_argument(
-        "-j",
-        "--jobs",
-        type=AtLeast(0),
-        default=0,
-        metavar="N",
-        help="Worker processes (0: one per CPU).",
-    )
-    options.add_argument(
-        "--config",
-        type=Path,
-        metavar="FILE",
-        help="Read [tool.xlamigrate] from this pyproject.toml.",
-    )
-    add_gitignore(options)
-    options.add_argument(
         "--statistics", action="store_true", help="Print the number of findings per rule."
     )
-    options.add_argument(
-        "--stdin-filename",
-        metavar="PATH",
-        help="Scan standard input, reported (and classified) as this path.",
+    add_run_options(
+        options, "Scan standard input, reported (and classified) as this path.", "offered"
     )
-    add_torch_xla_version(options, "offered")
-    add_cache_and_project(options)
-    add_help(options)
 
 
 def run(args: Namespace) -> int:

@@ -70,11 +70,7 @@ def framework_options(
     """The file's framework options that make the framework set a legacy flag itself (XM104)."""
     from xlamigrate.kinds.python.frameworks import framework_findings
 
-    lines = file.lines
-    found = framework_findings(
-        file.path, file.source, file.scopes, lines.span, lines.text, catalogue, enabled, context
-    )
-    return _unsuppressed(found, lines)
+    return _unsuppressed(framework_findings(file, catalogue, enabled, context), file.lines)
 
 
 def _unsuppressed(found: list[Finding], lines: SourceLines) -> list[Finding]:
@@ -104,27 +100,20 @@ def api_pairs(
     each with what its fix writes."""
     from xlamigrate.kinds.python.xlaapis import api_findings
 
-    path, source, scopes, lines = file.path, file.source, file.scopes, file.lines
-
     def code(node: ast.AST) -> str:
-        text = lines.text(node)
+        text = file.lines.text(node)
         return f"({text})" if isinstance(node, ast.GeneratorExp) else text
 
-    paired = api_findings(
-        path, source, scopes, lines.span, code, catalogue, enabled, context.torch_xla
-    )
-    if not _commented(lines, [finding for _, finding in paired]):
+    paired = api_findings(file, code, catalogue, enabled, context.torch_xla)
+    if not _commented(file.lines, [finding for _, finding in paired]):
         return paired  # no comment on a finding's line: nothing suppresses one (no tokenizing)
-    table = parse_suppressions(_comments(source))
+    table = parse_suppressions(_comments(file.source))
     suppressed = frozenset(
         id(found.node) for found, finding in paired if finding_suppressed(finding, table)
     )
     if any(id(node) in suppressed for found, _ in paired for node in found.needs):
         # a use that stays keeps the import its name needs: found again, knowing which stay
-        paired = api_findings(
-            path, source, scopes, lines.span, code, catalogue, enabled, context.torch_xla,
-            suppressed,
-        )  # fmt: skip
+        paired = api_findings(file, code, catalogue, enabled, context.torch_xla, suppressed)
     return [(found, finding) for found, finding in paired if id(found.node) not in suppressed]
 
 

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.frameworktable import FrameworkTable, Knob, Releases, framework_table
 from xlamigrate.kinds.python.astscopes import Scope, Scopes, last_name
-from xlamigrate.model import Finding, Fix, Span
+from xlamigrate.kinds.python.source import PythonFile
+from xlamigrate.model import Finding, Fix
 from xlamigrate.request import FileContext
 
 RULE = "XM104"
@@ -44,31 +45,24 @@ class _Known:
 
 
 def framework_findings(
-    path: str,
-    source: str,
-    scopes: Scopes,
-    span: Callable[[ast.AST], Span],
-    code: Callable[[ast.AST], str],
-    catalogue: Catalogue,
-    enabled: frozenset[str],
-    context: FileContext,
+    file: PythonFile, catalogue: Catalogue, enabled: frozenset[str], context: FileContext
 ) -> list[Finding]:
     """The file's framework options that set a legacy flag, as XM104 findings."""
     if RULE not in enabled:
         return []
     table = framework_table()
-    if not any(name in source for name in table.last_names):
+    if not any(name in file.source for name in table.last_names):
         return []
-    uses = option_uses(scopes, table, context.frameworks)
+    uses = option_uses(file.scopes, table, context.frameworks)
     rule = catalogue.rule(RULE)
     pins = dict(context.frameworks)
     return [
         Finding(
             code=rule.code,
-            path=path,
-            span=span(use.node),
+            path=file.path,
+            span=file.lines.span(use.node),
             severity=rule.severity,
-            message=rule.message.format(subject=_subject(use, table, pins, code)),
+            message=rule.message.format(subject=_subject(use, table, pins, file.lines.text)),
             variable=use.knobs[0].sets,
             fix=Fix("manual"),
         )

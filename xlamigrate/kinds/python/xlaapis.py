@@ -29,8 +29,9 @@ from dataclasses import dataclass, field
 from xlamigrate.apitable import ApiTable, Parameter, Version, XlaApi, api_table
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.kinds.python.astscopes import Scope, Scopes, last_name
+from xlamigrate.kinds.python.source import PythonFile
 from xlamigrate.kinds.python.versionchecks import Branch, Releases, VersionChecks
-from xlamigrate.model import Applicability, Finding, Fix, Span
+from xlamigrate.model import Applicability, Finding, Fix
 
 # (as kinds/python/imports.py names them; that module loads libcst, which a scan never does)
 Needed = tuple[str, str | None]  # (module, name): `import module` / `from module import name`
@@ -722,10 +723,7 @@ def _exported(scopes: Scopes) -> set[str]:
 
 
 def api_findings(
-    path: str,
-    source: str,
-    scopes: Scopes,
-    span: Callable[[ast.AST], Span],
+    file: PythonFile,
     code: Callable[[ast.AST], str],
     catalogue: Catalogue,
     enabled: frozenset[str],
@@ -733,15 +731,16 @@ def api_findings(
     suppressed: frozenset[int] = frozenset(),
 ) -> list[tuple[ApiFinding, Finding]]:
     """The file's uses of deprecated and removed torch-xla APIs, as findings of the enabled
-    rules (and what each fix writes). `suppressed`: the ids of the nodes whose findings a
-    comment suppresses (their imports stay with them)."""
+    rules (and what each fix writes: `code`, a node's text as a fix writes it).
+    `suppressed`: the ids of the nodes whose findings a comment suppresses (their imports stay
+    with them)."""
     table = api_table()
     rules = table.rules() & enabled
-    if not rules or not any(name in source for name in table.last_names):
+    if not rules or not any(name in file.source for name in table.last_names):
         return []
-    uses, imports = api_uses(scopes, table)
+    uses, imports = api_uses(file.scopes, table)
     fixes = {code_: catalogue.rule(code_).fix or "manual" for code_ in rules}
-    fixer = ApiFixer(scopes, table, code, fixes, floor, suppressed)
+    fixer = ApiFixer(file.scopes, table, code, fixes, floor, suppressed)
     paired = []
     for found in fixer.findings(uses, imports):
         if found.api.rule not in rules:
@@ -749,8 +748,8 @@ def api_findings(
         rule = catalogue.rule(found.api.rule)
         finding = Finding(
             code=rule.code,
-            path=path,
-            span=span(found.node),
+            path=file.path,
+            span=file.lines.span(found.node),
             severity=rule.severity,
             message=rule.message.format(subject=found.subject),
             fix=Fix(found.applicability),
