@@ -588,6 +588,24 @@ def test_an_image_of_unknown_name_is_read_against_each_dockerfile_as_the_project
     assert "it starts train.py" in finding.message
 
 
+def test_one_dockerfile_built_from_two_contexts_that_copy_different_files_is_unknown(
+    project: Path, catalogue: Catalogue
+) -> None:
+    """The one Dockerfile is built from a/ and from b/: an image of unknown name holds either
+    folder's train.py, so the write stays (neither build's file is picked)."""
+    files = {
+        "run.sh": '#!/bin/sh\ndocker run -e XLA_USE_BF16=1 "$IMAGE" python train.py\n',
+        "build.sh": "#!/bin/sh\ndocker build -t one -f docker/Dockerfile a\n"
+        "docker build -t two -f docker/Dockerfile b\n",
+        "docker/Dockerfile": "FROM python:3.11\nWORKDIR /app\nCOPY . /app\n",
+        "a/train.py": TRAIN,
+        "b/train.py": TRAIN,
+    }
+    (finding,) = scan_writes(files, project, catalogue)
+    assert is_manual(finding)
+    assert "copy different files there: which image runs is unknown" in finding.message
+
+
 def test_a_job_image_no_build_names_is_read_against_every_dockerfile(
     project: Path, catalogue: Catalogue
 ) -> None:

@@ -227,7 +227,10 @@ def images_mapping(
             continue
         source, ignored = image.lookup(absolute, is_file, is_folder, build.context, build.ignore)
         if source is not None:
-            found[image.dockerfile] = source
+            key = image.dockerfile  # (one Dockerfile built from two contexts: both are kept)
+            if found.get(key, source) != source:
+                key = f"{image.dockerfile} built from {build.context or '.'}"
+            found[key] = source
         elif ignored is not None and build.ignore is not None:
             left_out.append(f"{build.ignore.path} leaves {ignored} out of the build context")
     return Mapping(found, tuple(left_out))
