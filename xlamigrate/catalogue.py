@@ -6,7 +6,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from xlamigrate.model import APPLICABILITIES, SEVERITIES, Applicability, Severity
+from xlamigrate.model import (
+    APPLICABILITIES,
+    SEVERITIES,
+    Applicability,
+    Finding,
+    Fix,
+    Severity,
+    Span,
+)
 from xlamigrate.recipes.recipe import Recipe, recipe_from_table
 from xlamigrate.rulesdata import (
     APIS_FILE,
@@ -66,6 +74,21 @@ class Rule:
     @property
     def applicabilities(self) -> tuple[Applicability, ...]:
         return tuple(level for level, _ in self.fixes)
+
+    def finding(
+        self, path: str, span: Span, subject: str, fix: Applicability | None, **fields: Any
+    ) -> Finding:
+        """A finding of this rule at `span` of `path`, its message worded for `subject` (`fix`:
+        its applicability, None for none; `fields`: the finding's other fields)."""
+        return Finding(
+            code=self.code,
+            path=path,
+            span=span,
+            severity=self.severity,
+            message=self.message.format(subject=subject),
+            fix=Fix(fix) if fix else None,
+            **fields,
+        )
 
 
 @dataclass(frozen=True)

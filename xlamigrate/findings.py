@@ -14,7 +14,6 @@ from xlamigrate.model import (
     Access,
     Applicability,
     Finding,
-    Fix,
     RewriteOutcome,
     ScanReport,
     Span,
@@ -85,16 +84,7 @@ def manual_finding(
     variable: str | None = None,
 ) -> Finding:
     """A step left to the user (XM4xx, XM301), worded by its rule."""
-    rule = catalogue.rule(code)
-    return Finding(
-        code=code,
-        path=path,
-        span=span,
-        severity=rule.severity,
-        message=rule.message.format(subject=subject),
-        variable=variable,
-        fix=Fix("manual"),
-    )
+    return catalogue.rule(code).finding(path, span, subject, "manual", variable=variable)
 
 
 def worst(*levels: Applicability | None) -> Applicability | None:
@@ -142,17 +132,15 @@ def _access_finding(
         _context_applicability(access, read_variables),
         getattr(access, "applicability", None),
     )
-    return Finding(
-        code=code,
-        path=path,
-        span=span,
-        severity=rule.severity,
-        message=rule.message.format(subject=subject),
+    return rule.finding(
+        path,
+        span,
+        subject,
+        applicability,
         variable=access.variable,
         access=access.kind,
         value=value.literal if value else None,
         enabled=value.enabled if value else None,
-        fix=Fix(applicability) if applicability else None,
     )
 
 

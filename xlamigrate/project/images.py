@@ -218,7 +218,7 @@ def images_mapping(
 ) -> Mapping:
     """Per image that holds a project file at the image path `path` (absolute, or relative to
     each image's WORKDIR): that file."""
-    found = {}
+    found: dict[str, str] = {}
     left_out = []
     for build in builds:
         image = build.image

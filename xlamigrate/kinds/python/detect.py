@@ -8,7 +8,7 @@ from typing import Any
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.findings import MENTION_RULE, access_findings
 from xlamigrate.kinds.python.envaccess import EnvAccess, EnvAccessAnalysis, FlagMention
-from xlamigrate.model import Finding, Fix, Span
+from xlamigrate.model import Finding, Span
 
 _MENTION_PHRASE = {
     "string": "{variable} named in a string",
@@ -37,15 +37,13 @@ def _mention_finding(path: str, mention: FlagMention, span: Span, catalogue: Cat
     subject = _MENTION_PHRASE[mention.context].format(
         variable=mention.variable, value=literal or "..."
     )
-    return Finding(
-        code=rule.code,
-        path=path,
-        span=span,
-        severity=rule.severity,
-        message=rule.message.format(subject=subject),
+    return rule.finding(
+        path,
+        span,
+        subject,
+        rule.fix,
         variable=mention.variable,
         access=None,
         value=literal,
         enabled=value.enabled if value else None,
-        fix=Fix(rule.fix) if rule.fix else None,
     )

@@ -19,7 +19,7 @@ from xlamigrate.catalogue import Catalogue
 from xlamigrate.frameworktable import FrameworkTable, Knob, Releases, framework_table
 from xlamigrate.kinds.python.astscopes import Scope, Scopes, last_name
 from xlamigrate.kinds.python.source import PythonFile
-from xlamigrate.model import Finding, Fix
+from xlamigrate.model import Finding
 from xlamigrate.request import FileContext
 
 RULE = "XM104"
@@ -57,14 +57,12 @@ def framework_findings(
     rule = catalogue.rule(RULE)
     pins = dict(context.frameworks)
     return [
-        Finding(
-            code=rule.code,
-            path=file.path,
-            span=file.lines.span(use.node),
-            severity=rule.severity,
-            message=rule.message.format(subject=_subject(use, table, pins, file.lines.text)),
+        rule.finding(
+            file.path,
+            file.lines.span(use.node),
+            _subject(use, table, pins, file.lines.text),
+            "manual",
             variable=use.knobs[0].sets,
-            fix=Fix("manual"),
         )
         for use in uses
     ]

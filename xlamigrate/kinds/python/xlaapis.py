@@ -31,7 +31,7 @@ from xlamigrate.catalogue import Catalogue
 from xlamigrate.kinds.python.astscopes import Scope, Scopes, last_name
 from xlamigrate.kinds.python.source import PythonFile
 from xlamigrate.kinds.python.versionchecks import Branch, Releases, VersionChecks
-from xlamigrate.model import Applicability, Finding, Fix
+from xlamigrate.model import Applicability, Finding
 
 # (as kinds/python/imports.py names them; that module loads libcst, which a scan never does)
 Needed = tuple[str, str | None]  # (module, name): `import module` / `from module import name`
@@ -746,13 +746,7 @@ def api_findings(
         if found.api.rule not in rules:
             continue
         rule = catalogue.rule(found.api.rule)
-        finding = Finding(
-            code=rule.code,
-            path=file.path,
-            span=file.lines.span(found.node),
-            severity=rule.severity,
-            message=rule.message.format(subject=found.subject),
-            fix=Fix(found.applicability),
-        )
+        span = file.lines.span(found.node)
+        finding = rule.finding(file.path, span, found.subject, found.applicability)
         paired.append((found, finding))
     return paired
