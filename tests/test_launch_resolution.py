@@ -405,6 +405,33 @@ services:
 """
 IMAGE_A = "FROM python:3.11\nWORKDIR /app\nCOPY a/ ./\n"
 IMAGE_B = "FROM python:3.11\nWORKDIR /app\nCOPY b/ ./\n"
+UNKNOWN_IMAGE = "copy different files there: which image runs is unknown"
+
+
+def two_images(script: str, **more: str) -> dict[str, str]:
+    """A project whose two Dockerfiles copy a/'s and b/'s train.py to /app, with a train.py
+    beside its launcher scripts/train.sh (never what a container runs), which runs `script`."""
+    return {
+        "scripts/train.sh": f"#!/bin/sh\n{script}",
+        "images/Dockerfile.a": IMAGE_A,
+        "images/Dockerfile.b": IMAGE_B,
+        "a/train.py": TRAIN,
+        "b/train.py": TRAIN,
+        "scripts/train.py": TRAIN,
+        **more,
+    }
+
+
+def assert_starts(findings: list[Finding], expected: str | None) -> None:
+    """The launcher's one write starts `expected` and goes; None: the image is not known, and
+    the write stays, manual."""
+    (finding,) = findings
+    if expected is None:
+        assert is_manual(finding)
+        assert UNKNOWN_IMAGE in finding.message
+        return
+    assert not is_manual(finding), finding.message
+    assert f"it starts {expected}" in finding.message
 
 
 @pytest.mark.parametrize(
@@ -510,22 +537,9 @@ def test_a_shell_docker_run_starts_the_script_of_the_image_it_names(
     folder -w names), found through the Dockerfile a `docker build -t IMAGE` of the project
     builds: not a train.py beside the script. An image the project does not build is read
     against every Dockerfile (here they copy different files: the write stays)."""
-    files = {
-        "scripts/train.sh": f"#!/bin/sh\ndocker build -t train -f images/Dockerfile.b .\n{run}\n",
-        "images/Dockerfile.a": IMAGE_A,
-        "images/Dockerfile.b": IMAGE_B,
-        "a/train.py": TRAIN,
-        "b/train.py": TRAIN,
-        "b/sub/sub.py": TRAIN,
-        "scripts/train.py": TRAIN,  # (beside the launcher: not what the container runs)
-    }
-    (finding,) = scan_writes(files, project, catalogue)
-    if expected is None:
-        assert is_manual(finding)
-        assert "copy different files there: which image runs is unknown" in finding.message
-        return
-    assert not is_manual(finding), finding.message
-    assert f"it starts {expected}" in finding.message
+    script = f"docker build -t train -f images/Dockerfile.b .\n{run}\n"
+    files = two_images(script, **{"b/sub/sub.py": TRAIN})
+    assert_starts(scan_writes(files, project, catalogue), expected)
 
 
 @pytest.mark.parametrize(
@@ -553,21 +567,8 @@ def test_a_docker_run_of_the_variable_a_script_builds_starts_that_images_script(
     the context its builds give (images/Dockerfile.b is built from the root, where b/ is its
     train.py; images/Dockerfile.a, built by nothing, from the one its copies imply), they copy
     different files there and the write stays."""
-    files = {
-        "scripts/train.sh": f"#!/bin/sh\n{script}",
-        "images/Dockerfile.a": IMAGE_A,
-        "images/Dockerfile.b": IMAGE_B,
-        "a/train.py": TRAIN,
-        "b/train.py": TRAIN,
-        "scripts/train.py": TRAIN,  # (beside the launcher: not what the container runs)
-    }
-    (finding,) = scan_writes(files, project, catalogue)
-    if expected is None:
-        assert is_manual(finding)
-        assert "copy different files there: which image runs is unknown" in finding.message
-        return
-    assert not is_manual(finding), finding.message
-    assert f"it starts {expected}" in finding.message
+    files = two_images(script)
+    assert_starts(scan_writes(files, project, catalogue), expected)
 
 
 def test_an_image_of_unknown_name_is_read_against_each_dockerfile_as_the_project_builds_it(
@@ -603,7 +604,7 @@ def test_one_dockerfile_built_from_two_contexts_that_copy_different_files_is_unk
     }
     (finding,) = scan_writes(files, project, catalogue)
     assert is_manual(finding)
-    assert "copy different files there: which image runs is unknown" in finding.message
+    assert UNKNOWN_IMAGE in finding.message
 
 
 def test_a_job_image_no_build_names_is_read_against_every_dockerfile(
@@ -620,7 +621,7 @@ def test_a_job_image_no_build_names_is_read_against_every_dockerfile(
     }
     (finding,) = scan_writes(files, project, catalogue)
     assert is_manual(finding)
-    assert "copy different files there: which image runs is unknown" in finding.message
+    assert UNKNOWN_IMAGE in finding.message
 
 
 # .dockerignore --------------------------------------------------------------------------------
