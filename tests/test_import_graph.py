@@ -1,6 +1,12 @@
 """The modules of xlamigrate/ import one another without a cycle, function-level imports
 included (issue 38): a module that needs another's function at run time cannot be needed by it
-in turn. Imports under `if TYPE_CHECKING:` are left out (they never run: annotations only)."""
+in turn. Imports under `if TYPE_CHECKING:` are left out (they never run: annotations only).
+
+And each module belongs to one stage of the pipeline (docs/architecture.md): base (types,
+tables, the cache), analyse (what a file or project holds), plan (what the recipe changes and
+what stays, worded as findings), report | apply (the outputs of a scan, the edits of a rewrite),
+drive (the engine, the kinds' entry points, the CLI, verify). No module imports one of a later
+stage, and report and apply do not import each other: a scan is a plan with no apply."""
 
 from __future__ import annotations
 
@@ -95,6 +101,89 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+# Each module's stage, by dotted name under xlamigrate (the longest prefix that is listed).
+STAGES: dict[str, tuple[str, ...]] = {
+    "base": (
+        "apitable", "cache", "catalogue", "config", "findings", "flagvalue", "frameworktable",
+        "kinds", "kinds.embedded", "kinds.launch", "kinds.python.envaccess",
+        "kinds.python.markers", "kinds.textaccess", "kinds.unreadtable", "launchtable",
+        "masterweights", "model", "modelowners", "nesting", "neuronflags", "nxdttable",
+        "optimizer_facts", "optimizerfactories", "progress", "project", "project.model",
+        "project.platform", "recipes", "releasetable", "request", "rulesdata", "settingvalues",
+        "suppression", "xlavariables",
+    ),
+    "analyse": (
+        "discover", "kinds.dockerfile.analysis", "kinds.dockerfile.commands",
+        "kinds.dockerfile.execform", "kinds.dockerfile.image", "kinds.dockerfile.parse",
+        "kinds.ini.settings", "kinds.makefile.syntax", "kinds.notebook.document",
+        "kinds.notebook.escapes", "kinds.notebook.kernel", "kinds.notebook.lines",
+        "kinds.notebook.magics", "kinds.notebook.mentions", "kinds.notebook.place",
+        "kinds.python.astpositions", "kinds.python.astscopes", "kinds.python.astwalk",
+        "kinds.python.commands", "kinds.python.conditions", "kinds.python.detect",
+        "kinds.python.envanalysis", "kinds.python.envraw", "kinds.python.envresolve",
+        "kinds.python.flagtests", "kinds.python.frameworks", "kinds.python.lastreads",
+        "kinds.python.launchcalls", "kinds.python.mentionholders",
+        "kinds.python.nxdt_orchestrator", "kinds.python.parse", "kinds.python.source",
+        "kinds.python.training", "kinds.python.versionchecks", "kinds.python.xlaapis",
+        "kinds.shell.analysis", "kinds.shell.auto_cast", "kinds.shell.commands",
+        "kinds.shell.ownfolder", "kinds.shell.syntax", "kinds.shell.words",
+        "kinds.shell.workdir", "kinds.yaml.analysis", "kinds.yaml.nodes", "kinds.yaml.nxdt",
+        "kinds.yaml.positions", "kinds.yaml.scalar", "kinds.yaml.scripts", "kinds.yaml.sites",
+        "prefilter", "project.builds", "project.dependencies", "project.disk",
+        "project.dockerignore", "project.frameworkpins", "project.images", "project.imports",
+        "project.launchers", "project.mentions", "project.pins", "project.projectfiles",
+        "project.questions", "project.resolve", "selection", "walkcache",
+    ),
+    "plan": (
+        "kinds.decided", "kinds.python.filefindings", "kinds.python.launchapis",
+        "kinds.python.plan", "kinds.python.planner", "kinds.python.reads", "kinds.shell.render",
+        "project.build", "project.decide", "project.units",
+    ),
+    "report": ("positions", "report", "ruletext"),
+    "apply": (
+        "kinds.python.apply", "kinds.python.cstedits", "kinds.python.imports",
+        "kinds.python.puretests", "kinds.python.unusedimports", "writer",
+    ),
+    "drive": (
+        "", "__main__", "cli", "decidedcache", "engine", "kinds.dockerfile", "kinds.dotenv",
+        "kinds.ini", "kinds.makefile", "kinds.notebook", "kinds.notebook.cells",
+        "kinds.notebook.shell", "kinds.python.kind", "kinds.python.rewrite", "kinds.python.scan",
+        "kinds.shell", "kinds.textscan", "kinds.unread", "kinds.yaml", "verify",
+    ),
+}  # fmt: skip
+ORDER = ("base", "analyse", "plan", "report", "apply", "drive")
+SIBLINGS = frozenset({"report", "apply"})
+
+
+def stage_of(module: str) -> str | None:
+    """The stage listed for the module or the nearest package above it."""
+    listed = {
+        ".".join(("xlamigrate", name)).rstrip("."): stage
+        for stage, names in STAGES.items()
+        for name in names
+    }
+    parts = module.split(".")
+    for end in range(len(parts), 0, -1):
+        stage = listed.get(".".join(parts[:end]))
+        if stage is not None:
+            return stage
+    return None
+
+
+def out_of_order(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of a later stage's module (or between report and apply)."""
+    found = []
+    for name, targets in sorted(graph.items()):
+        stage = stage_of(name)
+        assert stage is not None, f"{name} has no stage: add it to STAGES"
+        for target in sorted(targets):
+            other = stage_of(target)
+            assert other is not None, f"{target} has no stage: add it to STAGES"
+            if ORDER.index(other) > ORDER.index(stage) or {stage, other} == SIBLINGS:
+                found.append(f"{name} ({stage}) imports {target} ({other})")
+    return found
+
+
 def test_the_package_imports_without_a_cycle() -> None:
     known = modules()
     graph = {name: imports_of(name, path, known) for name, path in known.items()}
@@ -108,3 +197,22 @@ def test_a_cycle_through_a_function_level_import_is_found() -> None:
     scan, rewrite = "xlamigrate.kinds.python.scan", "xlamigrate.kinds.python.rewrite"
     assert rewrite in graph[scan]  # (scan asks the rewrite whether a recipe goes in whole)
     assert cycles({**graph, rewrite: graph[rewrite] | {scan}}) == [[rewrite, scan]]
+
+
+def test_every_module_imports_only_its_own_stage_and_earlier_ones() -> None:
+    known = modules()
+    graph = {name: imports_of(name, path, known) for name, path in known.items()}
+    assert {stage_of(name) for name in known} == set(ORDER)
+    assert out_of_order(graph) == []
+
+
+def test_an_import_of_a_later_stage_is_found() -> None:
+    known = modules()
+    graph = {name: imports_of(name, path, known) for name, path in known.items()}
+    analysis, planner = "xlamigrate.kinds.python.astwalk", "xlamigrate.kinds.python.planner"
+    report, apply = "xlamigrate.report.text_format", "xlamigrate.kinds.python.apply"
+    graph = {**graph, analysis: graph[analysis] | {planner}, report: graph[report] | {apply}}
+    assert out_of_order(graph) == [
+        f"{analysis} (analyse) imports {planner} (plan)",
+        f"{report} (report) imports {apply} (apply)",
+    ]

@@ -17,6 +17,11 @@ from xlamigrate.kinds.textaccess import TextEdit
 SHELL_SYNTAX = "shell:"  # the `syntax` of every shell access, wherever the shell text is
 
 
+def shell_syntax(form: str, encodings: tuple[str, ...]) -> str:
+    """The `syntax` of a shell access: its form, then the host contexts (innermost first)."""
+    return SHELL_SYNTAX + "|".join((form, *encodings))
+
+
 class CannotRender(ValueError):
     """A replacement cannot be written in its host context (it is left to a hand edit)."""
 

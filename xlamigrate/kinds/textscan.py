@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.findings import MENTION_RULE, access_findings, manual_finding, mention_finding
 from xlamigrate.flagvalue import RECIPE_FLAGS
+from xlamigrate.kinds.decided import with_decision
 from xlamigrate.kinds.embedded import SHELL_SYNTAX, CannotRender
 from xlamigrate.kinds.textaccess import (
     LineIndex,
@@ -151,24 +152,6 @@ def _kept_if_it_may_enable(access: TextAccess) -> TextAccess:
         " removing it alone would train in FP32"
     )
     return replace(access, note=note, applicability="manual")
-
-
-def with_decision(access: TextAccess, context: FileContext) -> TextAccess:
-    """An enabling write, saying where it takes effect and what the project does about it."""
-    if not is_enabling(access):
-        return access
-    decision = context.decision(access)
-    if not decision.migrated:
-        return replace(
-            access,
-            note=f"{access.note}; {decision.reason}: it stays until that script has the recipe",
-            applicability="manual",
-        )
-    if not decision.scripts:
-        return access
-    under = f" under {decision.signal}=1, set here instead" if decision.signal else ""
-    scripts = ", ".join(decision.scripts)
-    return replace(access, note=f"{access.note}; it starts {scripts}, which gets the recipe{under}")
 
 
 def _problems(path: str, analysis: TextAnalysis) -> tuple[FileError, ...]:

@@ -17,13 +17,13 @@ from collections.abc import Iterator
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.findings import access_findings
 from xlamigrate.flagvalue import RECIPE_FLAGS, FlagValue
+from xlamigrate.kinds.decided import with_decision
 from xlamigrate.kinds.launch import in_function
 from xlamigrate.kinds.python.astpositions import SourceLines
 from xlamigrate.kinds.python.astscopes import Scopes
 from xlamigrate.kinds.python.envaccess import FlagMention
 from xlamigrate.kinds.python.launchcalls import LaunchWrite, Pairs, launch_writes
 from xlamigrate.kinds.textaccess import Branch, LaunchSite, TextAccess, TextAnalysis
-from xlamigrate.kinds.textscan import with_decision
 from xlamigrate.launchtable import launch_table
 from xlamigrate.model import Span
 from xlamigrate.request import FileContext

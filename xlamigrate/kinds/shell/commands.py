@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from xlamigrate.flagvalue import FlagValue
+from xlamigrate.kinds.embedded import shell_syntax
 from xlamigrate.kinds.launch import Launch
 from xlamigrate.kinds.shell.auto_cast import auto_cast_none_edits
-from xlamigrate.kinds.shell.render import shell_syntax
 from xlamigrate.kinds.shell.syntax import Node
 from xlamigrate.kinds.shell.words import literal
 from xlamigrate.kinds.textaccess import TextAccess, TextEdit, line_removal

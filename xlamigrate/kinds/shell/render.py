@@ -11,11 +11,6 @@ from xlamigrate.kinds.embedded import SHELL_SYNTAX, CannotRender, encode, escape
 _BARE = re.compile(r"[A-Za-z0-9_./:=,+@%-]+")
 
 
-def shell_syntax(form: str, encodings: tuple[str, ...]) -> str:
-    """The `syntax` of a shell access: its form, then the host contexts (innermost first)."""
-    return SHELL_SYNTAX + "|".join((form, *encodings))
-
-
 def render(syntax: str, name: str, value: str, append: bool = False) -> str:
     """`NAME=VALUE` for an access's assignment range; a whole statement ("statement") also
     exports it, and `append` keeps what the environment already holds."""
