@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 
+# (its assertions explain themselves: the snapshot and what the engine gives, side by side)
+pytest.register_assert_rewrite("tests.snapshots")
+
 from xlamigrate.catalogue import Catalogue, load_catalogue
 from xlamigrate.kinds import kind_by_name
 from xlamigrate.request import FileContext
@@ -33,18 +36,31 @@ needs_c_compiler = pytest.mark.skipif(
 )
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-snapshots",
+        action="store_true",
+        help="write what the engine now gives over the fixtures' snapshots that differ"
+        " (tests/fixtures/cases/README.md); review with git diff",
+    )
+
+
+@pytest.fixture(scope="session")
+def update_snapshots(request: pytest.FixtureRequest) -> bool:
+    return bool(request.config.getoption("--update-snapshots"))
+
+
 @pytest.fixture(scope="session")
 def catalogue() -> Catalogue:
     return load_catalogue()
 
 
 def fixture_kind(case: Path) -> str | None:
-    """A fixture's kind, from its extension as for any file (tests/fixtures/scan/<case>.<ext>,
-    tests/fixtures/<mode>/<case>.in.<ext>)."""
+    """A fixture's kind, from its extension as for any file (tests/fixtures/cases/<case>.<ext>)."""
     return kind_by_name("case" + case.suffix)
 
 
-# The precision migration's rules alone: the fixtures under tests/fixtures/{scan,<mode>,projects}
+# The precision migration's rules alone: the fixtures under tests/fixtures/{cases,projects}
 # specify it; the torch-xla API rules (XM5xx) have their own (tests/fixtures/xla-apis), and so
 # does the declaration of the runtime in the project's dependencies (XM409: a file rewritten
 # alone in a folder without requirements; tests/test_runtime_dependencies.py).

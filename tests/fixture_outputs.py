@@ -1,6 +1,7 @@
 """Every output the engine gives for the fixtures, one per file and command: what the tests of
-finding texts check (tests/test_finding_texts.py). Scan and rewrite of the per-mode fixtures,
-the scan fixtures, the torch-xla API fixtures, and the project, framework and NxDT trees."""
+finding texts check (tests/test_finding_texts.py). Scan of the fixture cases in every mode and
+their rewrite in the modes they have snapshots of, the torch-xla API fixtures, and the project,
+framework and NxDT trees."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from tests import snapshots
 from tests.conftest import FIXTURES, RECIPE_APPLIED, fixture_kind
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.config import load_settings
@@ -35,19 +37,19 @@ class Output:
 def fixture_outputs(catalogue: Catalogue) -> list[Output]:
     every = catalogue.select()
     outputs: list[Output] = []
-    for folder in ("scan", *MODES, "xla-apis"):
+    for folder in ("cases", "xla-apis"):
         for case in sorted((FIXTURES / folder).iterdir()):
             kind = fixture_kind(case)
             if kind is None or ".out." in case.name:
                 continue
             name, data = f"{folder}/{case.name}", case.read_bytes()
-            modes = MODES if folder in ("scan", "xla-apis") else (folder,)
-            for mode in modes:
+            for mode in MODES:
                 found = scan_source(name, data, kind, catalogue, every, FileContext(mode=mode))
                 outputs.append(Output(f"scan (mode {mode})", name, found.findings))
-            if folder == "scan":
-                continue
-            for mode in modes:
+            rewritten = [
+                mode for mode in MODES if folder == "xla-apis" or _has_snapshot(case, mode)
+            ]
+            for mode in rewritten:
                 done = rewrite_source(
                     name, data, kind, catalogue, every, mode, context=RECIPE_APPLIED
                 )
@@ -57,6 +59,10 @@ def fixture_outputs(catalogue: Catalogue) -> list[Output]:
             root = case / "before" if (case / "before").is_dir() else case
             outputs += _tree_outputs(root, f"{tree}/{case.name}", catalogue)
     return outputs
+
+
+def _has_snapshot(case: Path, mode: str) -> bool:
+    return snapshots.snapshot_path(snapshots.case_name(case), mode).exists()
 
 
 def _tree_outputs(root: Path, name: str, catalogue: Catalogue) -> Iterator[Output]:

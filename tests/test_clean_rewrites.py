@@ -19,12 +19,12 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests import snapshots
 from tests.cleanliness import (
     ImportCheck,
     Lint,
@@ -54,18 +54,24 @@ GENERATED = settings(
 # -- the fixture pairs ---------------------------------------------------------------------------
 
 
-def _file_cases() -> dict[str, tuple[Path, Path]]:
-    """tests/fixtures/**/<case>.in.<py|ipynb> and its .out.: keyed <folder>/<case>.<ext>."""
-    cases = {}
+def _file_cases() -> dict[str, tuple[bytes, bytes]]:
+    """Each fixture case's <py|ipynb> input and its rewrite in each mode (keyed
+    <mode>/<case>.<ext>), and tests/fixtures/**/<case>.in.<py|ipynb> with its .out. (keyed
+    <folder>/<case>.<ext>)."""
+    cases = {
+        f"{mode}/{source.name}": (source.read_bytes(), snapshots.rewritten(source.stem, mode))
+        for mode, source in snapshots.rewrites()
+        if source.suffix in SOURCES
+    }
     for source in sorted(FIXTURES.rglob("*.in.*")):
         output = source.with_name(source.name.replace(".in.", ".out."))
         if source.suffix in SOURCES and output.is_file() and PROJECTS not in source.parents:
             key = source.relative_to(FIXTURES).as_posix().replace(".in.", ".")
-            cases[key] = (source, output)
+            cases[key] = (source.read_bytes(), output.read_bytes())
     return cases
 
 
-def _project_cases() -> dict[str, tuple[Path, Path]]:
+def _project_cases() -> dict[str, tuple[bytes, bytes]]:
     """Each file of tests/fixtures/projects/<case>/before/ and its <mode>/ rewrite: keyed
     projects/<case>/<mode>/<path>."""
     cases = {}
@@ -76,7 +82,7 @@ def _project_cases() -> dict[str, tuple[Path, Path]]:
                 output = case / mode / relative
                 if source.is_file() and output.is_file():
                     key = f"projects/{case.name}/{mode}/{relative.as_posix()}"
-                    cases[key] = (source, output)
+                    cases[key] = (source.read_bytes(), output.read_bytes())
     return cases
 
 
@@ -103,10 +109,10 @@ def fixture_pairs(tmp_path_factory: pytest.TempPathFactory) -> Checked:
     root = tmp_path_factory.mktemp("fixture-pairs")
     original, rewritten = root / "original", root / "rewritten"
     for key, (source, output) in FIXTURE_PAIRS.items():
-        for tree, path in ((original, source), (rewritten, output)):
+        for tree, data in ((original, source), (rewritten, output)):
             target = tree / key
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(path.read_bytes())
+            target.write_bytes(data)
     return Checked(
         lint_trees(original, rewritten, PYTHON_FIXTURES),
         import_trees(original, rewritten, PYTHON_FIXTURES),

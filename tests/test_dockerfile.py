@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES
+from tests import snapshots
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.engine import scan_source
 from xlamigrate.flagvalue import FlagValue
@@ -638,38 +638,39 @@ def test_random_input_never_raises() -> None:
 
 # -- The rewrite fixtures -------------------------------------------------------------------
 
-OUTPUTS = sorted(path for mode in MODES for path in (FIXTURES / mode).glob("*.out.dockerfile"))
+REWRITES = snapshots.rewrites(".dockerfile")
 
 
 def test_there_are_dockerfile_rewrite_fixtures() -> None:
-    assert len(OUTPUTS) >= 4 * len(MODES)
+    assert len(REWRITES) >= 4 * len(MODES)
 
 
 @needs_bash
-@pytest.mark.parametrize("output", OUTPUTS, ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize(("mode", "case"), REWRITES, ids=lambda p: getattr(p, "name", p))
 def test_rewritten_dockerfile_keeps_no_legacy_flag_and_balanced_continuations(
-    output: Path, catalogue: Catalogue
+    mode: str, case: Path, catalogue: Catalogue
 ) -> None:
-    text = output.read_text(encoding="utf-8")
+    name = snapshots.case_name(case)
+    output = f"{name}.{mode}{case.suffix}"
+    data = snapshots.rewritten(name, mode)
+    text = data.decode("utf-8")
     assert_bash_accepts(text)
     lines = text.splitlines()
     escape = "`" if re.match(r"#\s*escape\s*=\s*`", text) else "\\"
-    remaining = output.with_name(output.name.split(".out.")[0] + ".remaining.txt")
-    listed = remaining.read_text().split("\n") if remaining.exists() else []
     # XM4xx are the rewrite's own manual steps (e.g. XM405): scan never reports them.
-    expected = [line for line in listed if not (line.strip() and line.split()[1].startswith("XM4"))]
-    left = scan_source(
-        output.name, output.read_bytes(), "dockerfile", catalogue, frozenset(catalogue.rules)
-    )
+    expected = [
+        key for key in snapshots.read(name, mode).left if not key.split()[1].startswith("XM4")
+    ]
+    left = scan_source(output, data, "dockerfile", catalogue, frozenset(catalogue.rules))
     assert left.errors == ()
-    assert len(left.findings) == len([line for line in expected if line.strip()])
+    assert len(left.findings) == len(expected)
     reported = {finding.span.line for finding in left.findings}
     for number, line in enumerate(lines, start=1):
         stripped = line.strip()
         if stripped.startswith("#") or re.search(r"#\s*(noqa|xlamigrate:\s*ignore)", line):
             continue
         if any(re.search(rf"\b{flag}\b", line) for flag in LEGACY):
-            assert number in reported, f"{output.name}:{number}: {line}"
+            assert number in reported, f"{output}:{number}: {line}"
         if stripped.endswith(escape):
-            assert number < len(lines), f"{output.name}:{number} continues past the end"
-            assert lines[number].strip(), f"{output.name}:{number} continues into a blank line"
+            assert number < len(lines), f"{output}:{number} continues past the end"
+            assert lines[number].strip(), f"{output}:{number} continues into a blank line"

@@ -94,12 +94,13 @@ def test_the_readings_of_a_rule_with_no_fix_say_so(catalogue: Catalogue) -> None
     assert "Fix: none (reported, never fixed)." in rule_text(catalogue.rule("XM901"))
 
 
-def _messages(folder: str, case: str, mode: str, catalogue: Catalogue) -> dict[str, str]:
-    """`line:col CODE` -> message, of what the rewrite leaves of a fixture."""
-    from tests.conftest import FIXTURES, PRECISION_IGNORE, RECIPE_APPLIED
+def _messages(case: str, mode: str, catalogue: Catalogue) -> dict[str, str]:
+    """`line:col CODE` -> message, of what the rewrite leaves of a fixture case."""
+    from tests.conftest import PRECISION_IGNORE, RECIPE_APPLIED
+    from tests.snapshots import case_input
     from xlamigrate.engine import rewrite_source
 
-    path = FIXTURES / folder / case
+    path = case_input(case)
     enabled = catalogue.select((), PRECISION_IGNORE)
     done = rewrite_source(path.name, path.read_bytes(), "python", catalogue, enabled, mode,
                           context=RECIPE_APPLIED)  # fmt: skip
@@ -110,9 +111,9 @@ def test_an_optimizer_class_xlamigrate_does_not_know_is_named_as_the_cause(
     catalogue: Catalogue,
 ) -> None:
     unknown = "`Shampoo(model.parameters(), lr=0.1)` takes the model's parameters"
-    fp32 = _messages("fp32-copy", "optimizer_not_known.in.py", "fp32-copy", catalogue)
+    fp32 = _messages("optimizer_not_known", "fp32-copy", catalogue)
     assert unknown in fp32["8:1 XM406"]
-    autocast = _messages("autocast", "optimizer_not_known.in.py", "autocast", catalogue)
+    autocast = _messages("optimizer_not_known", "autocast", catalogue)
     assert autocast["13:5 XM402"].startswith(
         "the forward pass before `loss.backward()`; no model found to look for; " + unknown
     )
@@ -121,10 +122,10 @@ def test_an_optimizer_class_xlamigrate_does_not_know_is_named_as_the_cause(
 def test_a_dict_key_handed_to_the_environment_names_the_call_it_cannot_read_through(
     catalogue: Catalogue,
 ) -> None:
-    from tests.conftest import FIXTURES
+    from tests.snapshots import case_input
     from xlamigrate.engine import scan_source
 
-    path = FIXTURES / "scan" / "dict_key_handed_to_environ.py"
+    path = case_input("dict_key_handed_to_environ")
     found = scan_source(path.name, path.read_bytes(), "python", catalogue, catalogue.select())
     first, second, unused = (f.message for f in found.findings)
     assert "`os.environ.update(config.ENV)` at line 9 puts it into the environment" in first

@@ -1,6 +1,6 @@
 """Makefiles: recipe lines through the one shell engine, make's exported variables as writes;
 every finding manual (the rewrite does not edit Makefiles). The full example:
-tests/fixtures/scan/makefile_recipes.mk."""
+tests/fixtures/cases/makefile_recipes.mk."""
 
 from __future__ import annotations
 

@@ -14,6 +14,7 @@ from typing import Any
 import nbformat
 import pytest
 
+from tests import snapshots
 from tests.conftest import FIXTURES, PRECISION_IGNORE
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.engine import rewrite_source, scan_source
@@ -26,8 +27,8 @@ NOTEBOOK = "env_magic_notebook"
 
 @pytest.mark.parametrize("mode", MODES)
 def test_rewritten_notebooks_are_valid_and_change_only_the_cells_that_need_it(mode: str) -> None:
-    before = nbformat.read(FIXTURES / mode / f"{NOTEBOOK}.in.ipynb", as_version=4)
-    after = nbformat.read(FIXTURES / mode / f"{NOTEBOOK}.out.ipynb", as_version=4)
+    before = nbformat.read(snapshots.case_input(NOTEBOOK), as_version=4)
+    after = nbformat.reads(snapshots.rewritten(NOTEBOOK, mode).decode(), as_version=4)
     nbformat.validate(after)
     assert len(before.cells) == len(after.cells)
     changed = [i for i, (a, b) in enumerate(zip(before.cells, after.cells, strict=True)) if a != b]
@@ -39,16 +40,16 @@ def test_rewritten_notebooks_are_valid_and_change_only_the_cells_that_need_it(mo
 
 
 def test_the_flag_set_in_one_cell_drives_the_recipe_in_later_cells() -> None:
-    after = nbformat.read(FIXTURES / "full-bf16" / f"{NOTEBOOK}.out.ipynb", as_version=4)
+    after = nbformat.reads(snapshots.rewritten(NOTEBOOK, "full-bf16").decode(), as_version=4)
     assert "model.to(torch.bfloat16)" in after.cells[3].source
-    wrapped = nbformat.read(FIXTURES / "autocast" / f"{NOTEBOOK}.out.ipynb", as_version=4)
+    wrapped = nbformat.reads(snapshots.rewritten(NOTEBOOK, "autocast").decode(), as_version=4)
     assert "with torch.autocast(" in wrapped.cells[4].source
 
 
 def test_a_notebook_outside_jupyters_layout_is_reported_not_rewritten(
     catalogue: Catalogue,
 ) -> None:
-    source = (FIXTURES / "full-bf16" / f"{NOTEBOOK}.in.ipynb").read_bytes()
+    source = snapshots.case_input(NOTEBOOK).read_bytes()
     compact = json.dumps(json.loads(source)).encode()  # valid, but not Jupyter's layout
     outcome = rewrite_source(
         "nb.ipynb", compact, "notebook", catalogue, frozenset(catalogue.rules), "full-bf16"
@@ -66,7 +67,7 @@ def test_a_broken_notebook_is_an_error_not_a_crash(catalogue: Catalogue) -> None
 
 
 def test_notebook_findings_carry_the_cell_in_json_and_sarif(tmp_path: Path) -> None:
-    notebook = FIXTURES / "scan" / "notebook_cells.ipynb"
+    notebook = snapshots.case_input("notebook_cells")
     (tmp_path / "cells.ipynb").write_bytes(notebook.read_bytes())
     outputs = {}
     for fmt in ("json", "sarif", "text"):
@@ -110,7 +111,7 @@ def test_source_file_lines_ignores_sources_outside_the_cells() -> None:
 
 
 def test_a_reads_message_names_the_cell_and_line_of_the_write(catalogue: Catalogue) -> None:
-    path = FIXTURES / "scan" / "notebook_cells.ipynb"
+    path = snapshots.case_input("notebook_cells")
     enabled = catalogue.select((), ())
     result = scan_source("nb.ipynb", path.read_bytes(), "notebook", catalogue, enabled)
     (read,) = [f for f in result.findings if f.code == "XM201"]
@@ -429,25 +430,28 @@ def test_a_rewrite_that_would_lose_a_magic_line_is_refused() -> None:
     assert split(without, module, {0: "%pip install torch\nx = 1\n"}) is None
 
 
-NOTEBOOK_REWRITES = sorted(
-    case
-    for folder in (FIXTURES, ERRORS)
-    for mode in MODES
-    for case in (folder / mode).glob("*.in.ipynb")
-)
+def _notebook_rewrites() -> list[Any]:
+    """(before, after) of each notebook fixture's rewrite in each mode."""
+    pairs = [
+        pytest.param(case.read_bytes(), snapshots.rewritten(snapshots.case_name(case), mode),
+                     id=f"{mode}/{case.name}")
+        for mode, case in snapshots.rewrites(".ipynb")
+    ]  # fmt: skip
+    for mode in MODES:
+        for case in sorted((ERRORS / mode).glob("*.in.ipynb")):
+            after = case.with_name(case.name.replace(".in.", ".out.")).read_bytes()
+            pairs.append(pytest.param(case.read_bytes(), after, id=f"errors/{mode}/{case.name}"))
+    return pairs
 
 
-@pytest.mark.parametrize(
-    "case", NOTEBOOK_REWRITES, ids=lambda case: f"{case.parent.name}/{case.name}"
-)
-def test_rewritten_fixtures_keep_every_magic_and_shell_line_where_it_was(case: Path) -> None:
+@pytest.mark.parametrize(("source", "rewritten"), _notebook_rewrites())
+def test_rewritten_fixtures_keep_every_magic_and_shell_line_where_it_was(
+    source: bytes, rewritten: bytes
+) -> None:
     from xlamigrate.kinds.notebook.escapes import line_escape
 
-    before = nbformat.reads(case.read_text(encoding="utf-8"), as_version=4)
-    after = nbformat.reads(
-        case.with_name(case.name.replace(".in.", ".out.")).read_text(encoding="utf-8"),
-        as_version=4,
-    )
+    before = nbformat.reads(source.decode("utf-8"), as_version=4)
+    after = nbformat.reads(rewritten.decode("utf-8"), as_version=4)
     nbformat.validate(after)
     for old, new in cells_by_id(before.cells, after.cells):
         kept = [

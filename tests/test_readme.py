@@ -33,7 +33,7 @@ def test_readme_example_output_is_what_a_scan_of_examples_prints() -> None:
 
 
 VERIFY_COMMAND = (
-    "xlamigrate verify tests/fixtures/full-bf16/argparse_gated_flag.in.py --mode all -- --bf16"
+    "xlamigrate verify tests/fixtures/cases/argparse_gated_flag.py --mode all -- --bf16"
 )
 NUMBER = re.compile(r"\d+(?:\.\d+)?")
 MODE = re.compile(r"\b(?:full-bf16|fp32-copy|autocast)\b")

@@ -2,7 +2,7 @@
 run exactly, in the legacy original and in every rewrite (fp32-copy resumes its fp32 masters,
 autocast its fp32 weights), on torch-xla CPU.
 
-tests/fixtures/<mode>/tied_lm_resume.in.py trains a tied-embedding LM with a LambdaLR warmup for
+tests/fixtures/cases/tied_lm_resume.py trains a tied-embedding LM with a LambdaLR warmup for
 10 steps, saves model, optimizer and scheduler, builds everything afresh (another seed), loads
 the checkpoint and trains 5 more steps; then it trains the same 15 steps without a break. The
 resumed losses must be the unbroken run's, bit for bit; and each rewrite must train like the
@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import FIXTURES, needs_torch_xla_platform
+from tests import snapshots
+from tests.conftest import needs_torch_xla_platform
 from tests.test_rewrite_e2e import LOSS_RTOL, PARAM_DTYPE
 from tests.xla_children import run_python
 from xlamigrate.kinds.python.rewrite import MODES
@@ -40,12 +41,12 @@ def run(script: Path, checkpoint: Path) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     folder = tmp_path_factory.mktemp("resume")
-    scripts = {"original": FIXTURES / MODES[0] / f"{CASE}.in.py"}
-    scripts.update({mode: FIXTURES / mode / f"{CASE}.out.py" for mode in MODES})
+    scripts = {"original": snapshots.case_input(CASE).read_bytes()}
+    scripts.update({mode: snapshots.rewritten(CASE, mode) for mode in MODES})
     jobs = []
-    for name, fixture in scripts.items():
+    for name, text in scripts.items():
         script = folder / f"{name}.py"
-        script.write_bytes(fixture.read_bytes())
+        script.write_bytes(text)
         jobs.append((name, script, folder / f"{name}.pt"))
     with ThreadPoolExecutor(max_workers=2) as pool:  # two cores
         results = pool.map(lambda job: (job[0], run(job[1], job[2])), jobs)

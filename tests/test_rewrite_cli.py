@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 import xlamigrate
+from tests import snapshots
 from tests.conftest import FIXTURES, PRECISION_IGNORE
 from tests.test_cli import FINDING_LINE, run_cli, write_files
 from xlamigrate.catalogue import Catalogue
@@ -76,15 +77,14 @@ FP16_LINE = 'os.environ["XLA_USE_FP16"] = "1"\n'
 
 
 def fixture(mode: str, case: str, kind: str) -> bytes:
-    """The bytes of tests/fixtures/<mode>/<case>.<kind>.py (kind: "in" or "out")."""
-    return (FIXTURES / mode / f"{case}.{kind}.py").read_bytes()
+    """A fixture case's input (kind "in") or what the rewrite in `mode` writes (kind "out")."""
+    if kind == "in":
+        return snapshots.case_input(case).read_bytes()
+    return snapshots.rewritten(case, mode)
 
 
-def expected_remaining(mode: str, case: str) -> list[str]:
-    listing = FIXTURES / mode / f"{case}.remaining.txt"
-    if not listing.exists():
-        return []
-    return [line.strip() for line in listing.read_text().splitlines() if line.strip()]
+def python_cases(mode: str) -> list[str]:
+    return [snapshots.case_name(case) for case in snapshots.cases(mode, ".py")]
 
 
 def rewrite(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -157,7 +157,7 @@ def test_rewrite_twice_changes_nothing_the_second_time(tmp_path: Path) -> None:
 def test_rewrite_turns_every_fixture_into_its_out_file_and_is_idempotent(
     tmp_path: Path, mode: str
 ) -> None:
-    cases = sorted(p.name.removesuffix(".in.py") for p in (FIXTURES / mode).glob("*.in.py"))
+    cases = python_cases(mode)
     write_files(tmp_path, {f"{case}.py": fixture(mode, case, "in") for case in cases})
     first = files_by_path(rewrite_json("--mode", mode, cwd=tmp_path, expect_exit=1))
     for case in cases:
@@ -166,7 +166,7 @@ def test_rewrite_turns_every_fixture_into_its_out_file_and_is_idempotent(
         changed = expected != fixture(mode, case, "in")
         assert first[f"{case}.py"]["changed"] is changed, case
         codes = [f["code"] for f in first[f"{case}.py"]["remaining"]]
-        assert codes == [item.split()[-1] for item in expected_remaining(mode, case)], case
+        assert codes == [key.split()[-1] for key in snapshots.read(case, mode).left], case
 
     make_old(*(tmp_path / f"{case}.py" for case in cases))
     before = snapshot(tmp_path)
@@ -780,7 +780,7 @@ COPIES = ("pkg", "copy", "again", "more")  # the fixtures, four times over
 
 def test_a_mixed_folder_gives_the_same_result_with_jobs_1_and_jobs_2(tmp_path: Path) -> None:
     mode = "fp32-copy"
-    cases = sorted(p.name.removesuffix(".in.py") for p in (FIXTURES / mode).glob("*.in.py"))
+    cases = python_cases(mode)
     untouched = {
         "pkg0/clean.py": "import torch\n",
         "pkg1/notes.py": "# XLA_USE_BF16 was set by the old launcher\n",

@@ -1,10 +1,10 @@
 """`xlamigrate rewrite` end to end, on real torch-xla (PJRT_DEVICE=CPU).
 
-For each runnable fixture the legacy original (`<case>.in.py`, which sets XLA_USE_BF16 or
-XLA_DOWNCAST_BF16 itself) and the rewrite of every mode (`<mode>/<case>.out.py`) are run side
-by side; each prints a final JSON line `{"loss": ..., "param_dtype": ...}`. The CLI is checked to
-write exactly those `.out.py` bytes, so together this covers `xlamigrate rewrite` from the
-command line to a finished training run.
+For each runnable fixture case the legacy original (tests/fixtures/cases/<case>.py, which sets
+XLA_USE_BF16 or XLA_DOWNCAST_BF16 itself) and the rewrite of every mode (the text of its
+<case>.<mode>.snap) are run side by side; each prints a final JSON line `{"loss": ...,
+"param_dtype": ...}`. The CLI is checked to write exactly those bytes, so together this covers
+`xlamigrate rewrite` from the command line to a finished training run.
 
 torch-xla never loads in pytest's process (a failed XLA compile poisons the process, and a CPU
 backward before the XLA device exists breaks later XLA backward passes): every script runs in
@@ -30,7 +30,8 @@ from typing import TypeVar
 
 import pytest
 
-from tests.conftest import FIXTURES, PRECISION_IGNORE, needs_torch_xla_platform
+from tests import snapshots
+from tests.conftest import PRECISION_IGNORE, needs_torch_xla_platform
 from tests.xla_children import run_python
 from xlamigrate.kinds.python.rewrite import MODES
 
@@ -158,12 +159,16 @@ def is_bf16_value(value: float) -> bool:
     return bool(struct.unpack("<f", packed)[0] == value) and packed[:2] == b"\x00\x00"
 
 
-def source(mode: str, case: str, suffix: str) -> str:
-    return (FIXTURES / mode / f"{case}{suffix}").read_text()
+def original(case: str) -> str:
+    return snapshots.case_input(case).read_text()
+
+
+def rewritten(mode: str, case: str) -> str:
+    return snapshots.rewritten(case, mode).decode()
 
 
 def broken_variant(case: str) -> str:
-    text = source("full-bf16", case, ".out.py")
+    text = rewritten("full-bf16", case)
     statement = BROKEN_STEP[case]
     assert text.count(statement) == 1, (case, statement)
     return text.replace(statement, "pass")
@@ -177,13 +182,11 @@ def runs() -> dict[tuple[str, str], Run]:
     """Every run this module asserts on, keyed by (case, variant)."""
     jobs: list[tuple[tuple[str, str], str, tuple[str, ...]]] = []
     for case, args in RUNNABLE.items():
-        jobs.append(((case, "legacy"), source("full-bf16", case, ".in.py"), args))
-        jobs.extend(((case, mode), source(mode, case, ".out.py"), args) for mode in MODES)
+        jobs.append(((case, "legacy"), original(case), args))
+        jobs.extend(((case, mode), rewritten(mode, case), args) for mode in MODES)
     # Without --bf16 the gated original trains in fp32, and so must every rewrite.
-    jobs.append(((GATED, "legacy without --bf16"), source("full-bf16", GATED, ".in.py"), ()))
-    jobs.extend(
-        ((GATED, f"{mode} without --bf16"), source(mode, GATED, ".out.py"), ()) for mode in MODES
-    )
+    jobs.append(((GATED, "legacy without --bf16"), original(GATED), ()))
+    jobs.extend(((GATED, f"{mode} without --bf16"), rewritten(mode, GATED), ()) for mode in MODES)
     jobs.extend(
         ((case, "full-bf16 broken: no optimizer step"), broken_variant(case), RUNNABLE[case])
         for case in BROKEN_STEP
@@ -232,9 +235,7 @@ def cli_rewrites() -> dict[tuple[str, bool], CliRun]:
     fixtures (keyed True) and, separately, for all the other fixtures (keyed False)."""
 
     def cases(mode: str, runnable: bool) -> list[str]:
-        every = sorted(
-            path.name.removesuffix(".in.py") for path in (FIXTURES / mode).glob("*.in.py")
-        )
+        every = [snapshots.case_name(path) for path in snapshots.cases(mode, ".py")]
         return [case for case in every if (case in RUNNABLE) == runnable]
 
     def rewrite(job: tuple[str, bool]) -> CliRun:
@@ -242,7 +243,7 @@ def cli_rewrites() -> dict[tuple[str, bool], CliRun]:
         with tempfile.TemporaryDirectory(prefix="xlamigrate-cli-") as folder:
             names = []
             for case in cases(mode, runnable):
-                shutil.copyfile(FIXTURES / mode / f"{case}.in.py", Path(folder) / f"{case}.py")
+                shutil.copyfile(snapshots.case_input(case), Path(folder) / f"{case}.py")
                 names.append(f"{case}.py")
             result = subprocess.run(
                 # (the fixtures specify the precision migration alone; tests/test_xla_apis_e2e.py
@@ -273,7 +274,7 @@ def test_cli_rewrite_exits_1_when_findings_are_left_for_manual_work(
     cli_rewrites: dict[tuple[str, bool], CliRun], mode: str
 ) -> None:
     cases = cli_rewrites[(mode, False)].written
-    manual = [case for case in cases if (FIXTURES / mode / f"{case}.remaining.txt").exists()]
+    manual = [case for case in cases if snapshots.read(case, mode).left]
     assert manual  # the group really holds cases with remaining findings
     assert cli_rewrites[(mode, False)].returncode == 1, cli_rewrites[(mode, False)].output
 
@@ -281,16 +282,15 @@ def test_cli_rewrite_exits_1_when_findings_are_left_for_manual_work(
 @pytest.mark.parametrize(
     ("mode", "case"),
     [
-        pytest.param(mode, path.name.removesuffix(".in.py"), id=f"{mode}/{path.name[:-6]}")
-        for mode in MODES
-        for path in sorted((FIXTURES / mode).glob("*.in.py"))
+        pytest.param(mode, snapshots.case_name(path), id=f"{mode}/{path.name}")
+        for mode, path in snapshots.rewrites(".py")
     ],
 )
 def test_cli_rewrite_writes_exactly_the_fixture_output(
     cli_rewrites: dict[tuple[str, bool], CliRun], mode: str, case: str
 ) -> None:
     written = cli_rewrites[(mode, case in RUNNABLE)].written[case]
-    assert written == (FIXTURES / mode / f"{case}.out.py").read_bytes()
+    assert written == snapshots.rewritten(case, mode)
 
 
 # -- the legacy originals -----------------------------------------------------------------------

@@ -1,6 +1,8 @@
-"""The rewrite fixtures are the spec: tests/fixtures/<mode>/<case>.in.<ext> becomes
-<case>.out.<ext>, leaves the findings of <case>.remaining.txt (if any) for manual work, and is
-idempotent. The extension says the kind (.py, .sh, .env, .dockerfile, .yaml).
+"""The rewrite fixtures are the spec: tests/fixtures/cases/<case>.<ext> is rewritten in each mode
+as its <case>.<mode>.snap says (the findings fixed and left, each with its message and fix
+applicability, and the rewritten text), and the rewrite is idempotent. The extension says the
+kind (.py, .sh, .env, .dockerfile, .yaml, .ipynb). `--update-snapshots` writes the snapshots
+again (tests/fixtures/cases/README.md).
 
 Each is one file on its own: a launcher's write is planned as if every process it starts ran
 a script of the project that took the recipe (what the project decides when it does; the
@@ -9,11 +11,13 @@ project fixtures under tests/fixtures/projects/ test those decisions)."""
 from __future__ import annotations
 
 import ast
+import hashlib
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES, RECIPE_APPLIED, fixture_kind
+from tests import snapshots
+from tests.conftest import RECIPE_APPLIED, fixture_kind
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.engine import rewrite_source
 from xlamigrate.kinds.python.rewrite import MODES
@@ -21,16 +25,8 @@ from xlamigrate.kinds.python.rewrite import MODES
 CASES = [
     pytest.param(mode, case, id=f"{mode}/{case.name}")
     for mode in MODES
-    for case in sorted((FIXTURES / mode).glob("*.in.*"))
+    for case in snapshots.cases(mode)
 ]
-
-
-def case_name(case: Path) -> str:
-    return case.name.split(".in.")[0]
-
-
-def output_of(case: Path) -> Path:
-    return case.with_name(case.name.replace(".in.", ".out."))
 
 
 def kind_of(case: Path) -> str:
@@ -39,60 +35,50 @@ def kind_of(case: Path) -> str:
     return kind
 
 
-def expected_remaining(case: Path) -> list[str]:
-    listing = case.with_name(case_name(case) + ".remaining.txt")
-    if not listing.exists():
-        return []
-    return [line.strip() for line in listing.read_text().splitlines() if line.strip()]
-
-
 def test_every_mode_has_the_required_python_cases() -> None:
     for mode in MODES:
-        names = {case_name(case) for case in (FIXTURES / mode).glob("*.in.py")}
-        assert len(names) >= 12, mode
-        for case in (FIXTURES / mode).glob("*.in.*"):
-            assert output_of(case).is_file(), (mode, case.name)
+        assert len(snapshots.cases(mode, ".py")) >= 12, mode
 
 
 @pytest.mark.parametrize(("mode", "case"), CASES)
 def test_rewrite_fixture(
-    mode: str, case: Path, catalogue: Catalogue, precision_rules: frozenset[str]
+    mode: str,
+    case: Path,
+    catalogue: Catalogue,
+    precision_rules: frozenset[str],
+    update_snapshots: bool,
 ) -> None:
-    expected = output_of(case).read_bytes()
-    enabled = precision_rules
     outcome = rewrite_source(
         case.name,
         case.read_bytes(),
         kind_of(case),
         catalogue,
-        enabled,
+        precision_rules,
         mode,
         context=RECIPE_APPLIED,
     )
     assert outcome.errors == ()
     produced = outcome.rewritten if outcome.rewritten is not None else outcome.original
-    assert produced.decode() == expected.decode()
-    remaining = [
-        f"{'' if f.cell is None else f'{f.cell}:'}{f.span.line}:{f.span.column} {f.code}"
-        for f in outcome.remaining
-    ]
-    assert remaining == expected_remaining(case)
+    snapshot = snapshots.rewrite_snapshot(
+        mode, outcome.fixed, outcome.remaining, produced, catalogue
+    )
+    path = snapshots.snapshot_path(snapshots.case_name(case), mode)
+    snapshots.assert_matches(path, snapshot, update_snapshots)
 
 
 @pytest.mark.parametrize(("mode", "case"), CASES)
 def test_rewritten_fixture_parses_and_is_a_fixed_point(
     mode: str, case: Path, catalogue: Catalogue, precision_rules: frozenset[str]
 ) -> None:
-    output = output_of(case)
-    if output.suffix == ".py":
-        ast.parse(output.read_bytes())
-    enabled = precision_rules
+    rewritten = snapshots.rewritten(snapshots.case_name(case), mode)
+    if case.suffix == ".py":
+        ast.parse(rewritten)
     again = rewrite_source(
-        output.name,
-        output.read_bytes(),
+        case.name,
+        rewritten,
         kind_of(case),
         catalogue,
-        enabled,
+        precision_rules,
         mode,
         context=RECIPE_APPLIED,
     )
@@ -100,9 +86,27 @@ def test_rewritten_fixture_parses_and_is_a_fixed_point(
     assert again.errors == ()
 
 
-def test_each_case_has_the_same_input_in_every_mode() -> None:
-    """The inputs are copied per mode (pairs live together); the copies must not drift apart."""
-    for case in sorted((FIXTURES / MODES[0]).glob("*.in.*")):
-        for mode in MODES[1:]:
-            copy = FIXTURES / mode / case.name
-            assert copy.read_bytes() == case.read_bytes(), (mode, case.name)
+def test_every_snapshot_reads_back_as_written() -> None:
+    for path in sorted(snapshots.CASES.glob("*.snap")):
+        data = path.read_bytes()
+        assert snapshots.parse(data).render() == data, path.name
+
+
+def test_every_snapshot_belongs_to_a_case() -> None:
+    commands = {snapshots.SCAN, *MODES}
+    for path in sorted(snapshots.CASES.glob("*.snap")):
+        case, command = path.name.removesuffix(".snap").rsplit(".", 1)
+        assert command in commands, path.name
+        assert snapshots.case_input(case).is_file()
+        first = path.read_text(encoding="utf-8").partition("\n")[0]
+        rewrite = f"xlamigrate rewrite --mode {command}"
+        assert first == ("xlamigrate scan" if command == snapshots.SCAN else rewrite), path.name
+
+
+def test_the_cases_hold_no_copies() -> None:
+    """One input per case, one snapshot per command: no file is another's copy."""
+    seen: dict[str, str] = {}
+    for path in sorted(snapshots.CASES.iterdir()):
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        assert digest not in seen, (path.name, seen.get(digest))
+        seen[digest] = path.name

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES, ROOT
+from tests import snapshots
+from tests.conftest import ROOT
 from xlamigrate.project.dependencies import RUNTIME_REQUIREMENT, runtime_files, runtime_source
 
-SCRIPT = (FIXTURES / "full-bf16" / "flag_at_top_float_mlp.in.py").read_text()
+SCRIPT = snapshots.case_input("flag_at_top_float_mlp").read_text()
 LINE = f"{RUNTIME_REQUIREMENT}\n"
 
 

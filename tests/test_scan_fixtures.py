@@ -1,4 +1,6 @@
-"""The scan fixtures are the spec: tests/fixtures/scan/<case>.py yields <case>.findings.txt."""
+"""The scan fixtures are the spec: tests/fixtures/cases/<case>.<ext> is reported as its
+<case>.scan.snap says, finding by finding, with each message and fix applicability
+(tests/fixtures/cases/README.md; `--update-snapshots` writes them again)."""
 
 from __future__ import annotations
 
@@ -6,38 +8,28 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES, fixture_kind
+from tests import snapshots
+from tests.conftest import fixture_kind
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.engine import scan_source
 
-SCAN_FIXTURES = sorted(
-    path for path in (FIXTURES / "scan").iterdir() if fixture_kind(path) is not None
-)
+SCAN_FIXTURES = snapshots.cases()
 
 
-def findings_file(case: Path) -> Path:
-    return case.with_name(case.name.removesuffix(case.suffix) + ".findings.txt")
-
-
-def expected_findings(case: Path) -> list[str]:
-    text = findings_file(case).read_text(encoding="utf-8")
-    return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
-
-
-def test_every_fixture_has_an_expected_findings_file() -> None:
+def test_there_are_scan_fixtures_of_every_kind() -> None:
     assert len(SCAN_FIXTURES) >= 15
-    for case in SCAN_FIXTURES:
-        assert findings_file(case).is_file(), case.name
+    kinds = {fixture_kind(case) for case in SCAN_FIXTURES}
+    assert {"python", "shell", "dockerfile", "yaml", "dotenv", "notebook"} <= kinds
 
 
 @pytest.mark.parametrize("case", SCAN_FIXTURES, ids=lambda case: case.name)
-def test_scan_fixture(case: Path, catalogue: Catalogue, precision_rules: frozenset[str]) -> None:
+def test_scan_fixture(
+    case: Path, catalogue: Catalogue, precision_rules: frozenset[str], update_snapshots: bool
+) -> None:
     kind = fixture_kind(case)
     assert kind is not None
     result = scan_source(case.name, case.read_bytes(), kind, catalogue, precision_rules)
     assert result.errors == ()
-    found = [
-        f"{'' if f.cell is None else f'{f.cell}:'}{f.span.line}:{f.span.column} {f.code}"
-        for f in result.findings
-    ]
-    assert found == expected_findings(case)
+    produced = snapshots.scan_snapshot(result.findings, catalogue)
+    path = snapshots.snapshot_path(snapshots.case_name(case))
+    snapshots.assert_matches(path, produced, update_snapshots)

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES, RECIPE_APPLIED
+from tests import snapshots
+from tests.conftest import RECIPE_APPLIED
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.engine import rewrite_source, scan_source
 from xlamigrate.kinds.embedded import Embedded
 from xlamigrate.kinds.launch import OWN_FOLDER
-from xlamigrate.kinds.python.rewrite import MODES
 from xlamigrate.kinds.shell.analysis import analyse, analyse_source
 from xlamigrate.kinds.shell.auto_cast import auto_cast_none_edits
 from xlamigrate.kinds.shell.render import render
@@ -32,7 +32,7 @@ LEGACY = frozenset(
 )
 NAMES = LEGACY | {"NEURON_CC_FLAGS", "NEURON_RT_STOCHASTIC_ROUNDING_EN"}
 FLAG = re.compile(r"\bXLA_(?:USE|DOWNCAST)_(?:BF16|FP16|F16)\b")
-OUTPUTS = sorted(path for mode in MODES for path in (FIXTURES / mode).glob("*.out.sh"))
+REWRITES = snapshots.rewrites(".sh")
 
 
 def accesses(text: str) -> list[TextAccess]:
@@ -610,32 +610,32 @@ def test_broken_scripts_never_crash_or_hang(text: str) -> None:
 
 
 def test_there_are_shell_rewrite_fixtures() -> None:
-    assert len(OUTPUTS) >= 12
+    assert len(REWRITES) >= 12
 
 
-@pytest.mark.parametrize("output", OUTPUTS, ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize(("mode", "case"), REWRITES, ids=lambda p: getattr(p, "name", p))
 def test_rewritten_script_parses_and_sets_no_legacy_flag(
-    output: Path, catalogue: Catalogue
+    mode: str, case: Path, catalogue: Catalogue
 ) -> None:
-    text = output.read_bytes().decode()
+    name = snapshots.case_name(case)
+    output = f"{name}.{mode}.sh"
+    data = snapshots.rewritten(name, mode)
+    text = data.decode()
     assert not parse(text).root.has_error  # tree-sitter-bash reads it all
     bash = shutil.which("bash")
     if bash is not None:
-        subprocess.run([bash, "-n", str(output)], check=True)
+        subprocess.run([bash, "-n"], input=data, check=True)
     noqa = parse_suppressions(hash_comments(text))
     lines = text.splitlines()
-    remaining = output.with_name(output.name.split(".out.")[0] + ".remaining.txt")
-    listed = remaining.read_text().splitlines() if remaining.exists() else []
+    listed = snapshots.read(name, mode).left
     kept = {int(line.split(":")[0]) for line in listed if " XM10" in line}  # manual by design
     for access in analyse(text, NAMES).accesses:
         line = text.count("\n", 0, access.start) + 1
         if access.variable in LEGACY and access.kind == "write":
-            assert line in noqa or line in kept, f"{output.name}:{line}: {lines[line - 1]}"
+            assert line in noqa or line in kept, f"{output}:{line}: {lines[line - 1]}"
     # XM4xx are the rewrite's own manual steps (e.g. XM405): scan never reports them.
     expected = [line for line in listed if line.strip() and not line.split()[1].startswith("XM4")]
-    result = scan_source(
-        output.name, output.read_bytes(), "shell", catalogue, frozenset(catalogue.rules)
-    )
+    result = scan_source(output, data, "shell", catalogue, frozenset(catalogue.rules))
     assert len(result.findings) == len(expected)
     # in plain text too: a flag is left only on a noqa line or where a finding remains
     mentions = [n for n, line in enumerate(lines, 1) if FLAG.search(line) and n not in noqa]

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import FIXTURES, needs_torch_xla_platform
+from tests import snapshots
+from tests.conftest import needs_torch_xla_platform
 from tests.test_rewrite_e2e import GATED, PARAM_DTYPE, RUNNABLE, clean_env
 from xlamigrate.kinds.python.rewrite import MODES
 
@@ -52,9 +53,10 @@ def verify_json(script: Path, *options: str) -> tuple[int, dict[str, Any], str]:
     return result.returncode, document, result.stderr
 
 
-def copy_fixture(tmp_path: Path, mode: str, case: str, suffix: str, name: str) -> Path:
+def copy_fixture(tmp_path: Path, case: str, name: str) -> Path:
+    """The fixture case's input (the legacy original), as `name` in tmp_path."""
     target = tmp_path / name
-    shutil.copyfile(FIXTURES / mode / f"{case}{suffix}", target)
+    shutil.copyfile(snapshots.case_input(case), target)
     return target
 
 
@@ -66,7 +68,7 @@ def fixture_verdicts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]
     verdicts = {}
     for case, args in RUNNABLE.items():
         folder = tmp_path_factory.mktemp(case)
-        script = copy_fixture(folder, "full-bf16", case, ".in.py", "train.py")
+        script = copy_fixture(folder, case, "train.py")
         before = script.read_bytes()
         options = ["--mode", "all", "--steps", str(STEPS), *(["--", *args] if args else [])]
         code, document, stderr = verify_json(script, *options)
@@ -146,7 +148,7 @@ def test_verify_leaves_the_users_script_and_folder_untouched(
 
 
 def broken(tmp_path: Path, mode: str, case: str, old: str, new: str) -> Path:
-    text = (FIXTURES / mode / f"{case}.out.py").read_text()
+    text = snapshots.rewritten(case, mode).decode()
     assert text.count(old) == 1, old
     path = tmp_path / "broken.py"
     path.write_text(text.replace(old, new))
@@ -156,7 +158,7 @@ def broken(tmp_path: Path, mode: str, case: str, old: str, new: str) -> Path:
 def test_a_model_cast_without_input_handling_is_reported_failed_with_the_crash(
     tmp_path: Path,
 ) -> None:
-    original = copy_fixture(tmp_path, "full-bf16", "flag_at_top_float_mlp", ".in.py", "train.py")
+    original = copy_fixture(tmp_path, "flag_at_top_float_mlp", "train.py")
     rewrite = broken(
         tmp_path,
         "full-bf16",
@@ -177,7 +179,7 @@ def test_a_model_cast_without_input_handling_is_reported_failed_with_the_crash(
 
 
 def test_a_rewrite_in_the_wrong_dtype_is_reported_failed(tmp_path: Path) -> None:
-    original = copy_fixture(tmp_path, "full-bf16", "flag_at_top_float_mlp", ".in.py", "train.py")
+    original = copy_fixture(tmp_path, "flag_at_top_float_mlp", "train.py")
     rewrite = broken(
         tmp_path, "full-bf16", "flag_at_top_float_mlp", "model.to(torch.bfloat16)",
         "model.to(torch.float16)",
@@ -192,7 +194,7 @@ def test_a_rewrite_in_the_wrong_dtype_is_reported_failed(tmp_path: Path) -> None
 
 
 def test_a_rewrite_that_no_longer_learns_is_reported_divergent(tmp_path: Path) -> None:
-    original = copy_fixture(tmp_path, "full-bf16", "flag_at_top_float_mlp", ".in.py", "train.py")
+    original = copy_fixture(tmp_path, "flag_at_top_float_mlp", "train.py")
     rewrite = broken(
         tmp_path, "full-bf16", "flag_at_top_float_mlp", "    optimizer.step()\n",
         "    optimizer.zero_grad()  # the gradients are gone before the step\n"
@@ -208,7 +210,7 @@ def test_a_rewrite_that_no_longer_learns_is_reported_divergent(tmp_path: Path) -
 
 
 def test_fp32_copy_without_master_weights_is_reported_failed(tmp_path: Path) -> None:
-    original = copy_fixture(tmp_path, "full-bf16", "setdefault_cnn", ".in.py", "train.py")
+    original = copy_fixture(tmp_path, "setdefault_cnn", "train.py")
     rewrite = broken(
         tmp_path, "fp32-copy", "setdefault_cnn",
         "FP32ParamsCopy(torch.optim.Adam(net.parameters(), lr=1e-2))",
@@ -268,7 +270,7 @@ def test_a_rewrite_without_its_mechanism_fails_even_where_its_losses_match(
     """An "autocast" rewrite that changed nothing ran in plain fp32 and was called equivalent:
     the verdict checks that the mode's mechanism was really active, not only the losses."""
     mode, old, new, reason = BROKEN_MECHANISMS[broken_case]
-    original = copy_fixture(tmp_path, "full-bf16", "flag_at_top_float_mlp", ".in.py", "train.py")
+    original = copy_fixture(tmp_path, "flag_at_top_float_mlp", "train.py")
     rewrite = broken(tmp_path, mode, "flag_at_top_float_mlp", old, new)
     if "contextlib" in new:
         rewrite.write_text("import contextlib\n" + rewrite.read_text())
@@ -291,7 +293,7 @@ def test_an_original_with_nan_losses_is_named_diverged_and_the_rewrites_judged_a
 ) -> None:
     """Under XLA_USE_BF16 float32's minimum becomes -inf and the mask's 0 * -inf NaN: the
     legacy run is NaN from step 1. Each rewrite was called "DIVERGENT at step 1: x vs nan"."""
-    original = copy_fixture(tmp_path, "full-bf16", "masked_pool_nan_original", ".in.py", "t.py")
+    original = copy_fixture(tmp_path, "masked_pool_nan_original", "t.py")
     code, document, stderr = verify_json(original, "--mode", "all", "--steps", "6")
     assert code == 0, json.dumps(document, indent=1)
     assert document["reference_problem"] == "the original's loss is nan at step 1: it diverged"
@@ -309,7 +311,7 @@ def test_a_gated_flag_left_off_compares_float32_runs_and_says_so(tmp_path: Path)
     """Without --bf16 both runs train in float32: the rewrite keeps its promise (it stays
     float32), but that verifies nothing about the migration (issue 33, item 7): not verified,
     exit 1, with the option to pass."""
-    original = copy_fixture(tmp_path, "full-bf16", GATED, ".in.py", "train.py")
+    original = copy_fixture(tmp_path, GATED, "train.py")
     code, document, _ = verify_json(original, "-m", "full-bf16", "--steps", "4")
     assert code == 1, json.dumps(document, indent=1)
     assert document["legacy_flags"] == []
@@ -324,7 +326,7 @@ def test_a_gated_flag_left_off_compares_float32_runs_and_says_so(tmp_path: Path)
 def test_legacy_env_sets_a_launchers_flag_for_the_original_only(tmp_path: Path) -> None:
     """A script whose launcher set the flag: the script itself has nothing to rewrite, so the
     unchanged copy trains in fp32 and fails the mode's promise; the hand-migrated one passes."""
-    text = (FIXTURES / "full-bf16" / "flag_at_top_float_mlp.in.py").read_text()
+    text = snapshots.case_input("flag_at_top_float_mlp").read_text()
     assert text.count(LEGACY_WRITE) == 1
     script = tmp_path / "train.py"
     script.write_text(text.replace(LEGACY_WRITE, ""))
@@ -342,7 +344,8 @@ def test_legacy_env_sets_a_launchers_flag_for_the_original_only(tmp_path: Path) 
         "changes only torch-xla API calls in this script" in note for note in document["notes"]
     )
 
-    migrated = copy_fixture(tmp_path, "full-bf16", "flag_at_top_float_mlp", ".out.py", "new.py")
+    migrated = tmp_path / "new.py"
+    migrated.write_bytes(snapshots.rewritten("flag_at_top_float_mlp", "full-bf16"))
     code, document, _ = verify_json(script, *legacy, "--rewritten", str(migrated))
     assert code == 0, json.dumps(document, indent=1)
 
@@ -352,7 +355,7 @@ def test_legacy_env_sets_a_launchers_flag_for_the_original_only(tmp_path: Path) 
 
 def test_text_output_and_plot_of_a_passing_verify(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
-    original = copy_fixture(tmp_path, "full-bf16", "train_loop_fn_mark_step", ".in.py", "t.py")
+    original = copy_fixture(tmp_path, "train_loop_fn_mark_step", "t.py")
     chart = tmp_path / "chart.png"
     result = verify(original, "-m", "autocast", "--steps", "6", "--plot", str(chart))
     assert result.returncode == 0, result.stdout + result.stderr

@@ -12,11 +12,17 @@ from typing import Any
 
 import pytest
 
+from tests import snapshots
 from tests.conftest import FIXTURES
 from xlamigrate.kinds.textaccess import Problem
 from xlamigrate.kinds.yaml import nodes
 
 YAML_FIXTURES = sorted(p for p in FIXTURES.rglob("*") if p.suffix in (".yaml", ".yml"))
+# (and what the rewrite makes of the fixture cases, from their snapshots)
+YAML_REWRITES = {
+    f"cases/{case.name} ({mode})": snapshots.rewritten(case.stem, mode).decode()
+    for mode, case in snapshots.rewrites(".yaml")
+}
 
 
 def described(node: Any, seen: dict[int, int] | None = None) -> tuple[object, ...]:
@@ -56,6 +62,12 @@ def test_there_are_yaml_fixtures_to_compare() -> None:
 @pytest.mark.parametrize("path", YAML_FIXTURES, ids=lambda p: str(p.relative_to(FIXTURES)))
 def test_libyaml_composes_each_fixture_as_ruamel_does(path: Path) -> None:
     fast, slow = both(path.read_text())
+    assert fast == slow
+
+
+@pytest.mark.parametrize("name", sorted(YAML_REWRITES))
+def test_libyaml_composes_each_rewritten_fixture_as_ruamel_does(name: str) -> None:
+    fast, slow = both(YAML_REWRITES[name])
     assert fast == slow
 
 

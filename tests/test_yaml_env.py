@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from tests.conftest import FIXTURES, RECIPE_APPLIED
+from tests import snapshots
+from tests.conftest import RECIPE_APPLIED
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.engine import rewrite_source, scan_source
 from xlamigrate.kinds.python.rewrite import MODES
@@ -422,7 +423,7 @@ def test_autocast_merges_into_a_folded_block_value(catalogue: Catalogue) -> None
 
 # The rewrite fixtures -------------------------------------------------------------------------
 
-OUTPUTS = sorted(path for mode in MODES for path in (FIXTURES / mode).glob("*.out.yaml"))
+REWRITES = snapshots.rewrites(".yaml")
 
 
 def rewritten_lines(text: str) -> set[int]:
@@ -443,13 +444,13 @@ def rewritten_lines(text: str) -> set[int]:
 
 def test_there_are_yaml_rewrite_fixtures_in_every_mode() -> None:
     for mode in MODES:
-        assert len(list((FIXTURES / mode).glob("*.in.yaml"))) >= 4, mode
+        assert len(snapshots.cases(mode, ".yaml")) >= 4, mode
 
 
-@pytest.mark.parametrize("output", OUTPUTS, ids=lambda p: f"{p.parent.name}/{p.name}")
-def test_rewritten_yaml_loads_and_keeps_the_comments_of_what_stayed(output: Path) -> None:
-    source = output.with_name(output.name.replace(".out.", ".in.")).read_text(encoding="utf-8")
-    result = output.read_text(encoding="utf-8")
+@pytest.mark.parametrize(("mode", "case"), REWRITES, ids=lambda p: getattr(p, "name", p))
+def test_rewritten_yaml_loads_and_keeps_the_comments_of_what_stayed(mode: str, case: Path) -> None:
+    source = case.read_text(encoding="utf-8")
+    result = snapshots.rewritten(snapshots.case_name(case), mode).decode("utf-8")
     list(YAML(typ="rt").load_all(result))  # every document still loads
     dropped = rewritten_lines(source)
     kept = Counter(comment for line, comment in hash_comments(source) if line not in dropped)

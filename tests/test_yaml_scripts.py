@@ -15,10 +15,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import FIXTURES
+from tests import snapshots
 from tests.test_yaml_env import NAMES, accesses, only, removed, rewrite, yaml
 from xlamigrate.catalogue import Catalogue
-from xlamigrate.kinds.python.rewrite import MODES
 from xlamigrate.kinds.textaccess import LineIndex, TextAccess
 from xlamigrate.kinds.yaml.analysis import analyse
 from xlamigrate.kinds.yaml.nodes import Node, compose, each_node, fields
@@ -522,7 +521,11 @@ def test_the_shell_engine_is_imported_only_for_a_yaml_file_that_runs_a_flag() ->
 
 # The rewrite fixtures -------------------------------------------------------------------------
 
-OUTPUTS = sorted(path for mode in MODES for path in (FIXTURES / mode).glob("*.out.yaml"))
+REWRITES = snapshots.rewrites(".yaml")
+
+
+def rewritten(mode: str, case: Path) -> str:
+    return snapshots.rewritten(snapshots.case_name(case), mode).decode("utf-8")
 
 
 def scripts_of(text: str) -> list[str]:
@@ -537,21 +540,20 @@ def scripts_of(text: str) -> list[str]:
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="no bash here")
-@pytest.mark.parametrize("output", OUTPUTS, ids=lambda p: f"{p.parent.name}/{p.name}")
-def test_rewritten_yaml_scripts_are_accepted_by_bash(output: Path) -> None:
-    for script in scripts_of(output.read_text(encoding="utf-8")):
+@pytest.mark.parametrize(("mode", "case"), REWRITES, ids=lambda p: getattr(p, "name", p))
+def test_rewritten_yaml_scripts_are_accepted_by_bash(mode: str, case: Path) -> None:
+    for script in scripts_of(rewritten(mode, case)):
         result = subprocess.run(["bash", "-n"], input=script, capture_output=True, text=True)
         assert result.returncode == 0, (script, result.stderr)
 
 
-@pytest.mark.parametrize("output", OUTPUTS, ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize(("mode", "case"), REWRITES, ids=lambda p: getattr(p, "name", p))
 def test_rewrites_of_crlf_files_are_the_same_with_crlf_line_ends(
-    output: Path, catalogue: Catalogue
+    mode: str, case: Path, catalogue: Catalogue
 ) -> None:
-    source = output.with_name(output.name.replace(".out.", ".in."))
-    crlf = source.read_text(encoding="utf-8").replace("\n", "\r\n")
-    expected = output.read_text(encoding="utf-8").replace("\n", "\r\n")
-    assert rewrite(crlf, output.parent.name, catalogue) == expected
+    crlf = case.read_text(encoding="utf-8").replace("\n", "\r\n")
+    expected = rewritten(mode, case).replace("\n", "\r\n")
+    assert rewrite(crlf, mode, catalogue) == expected
 
 
 def scalar_styles(text: str) -> set[tuple[str, str | None, int]]:
@@ -563,15 +565,15 @@ def scalar_styles(text: str) -> set[tuple[str, str | None, int]]:
     }
 
 
-@pytest.mark.parametrize("output", OUTPUTS, ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize(("mode", "case"), REWRITES, ids=lambda p: getattr(p, "name", p))
 def test_rewrites_change_only_the_lines_of_flag_writes_and_keep_every_quoting(
-    output: Path,
+    mode: str, case: Path
 ) -> None:
-    source = output.with_name(output.name.replace(".out.", ".in.")).read_text(encoding="utf-8")
-    result = output.read_text(encoding="utf-8")
+    source = case.read_text(encoding="utf-8")
+    result = rewritten(mode, case)
     index = LineIndex(source)
     allowed: set[int] = set()
-    mode = output.parent.name  # an NxDT config's fix is its mode's precision.type
+    # (an NxDT config's fix is its mode's precision.type)
     for access in analyse(source, NAMES, mode=mode).accesses:
         spans = [(access.start, access.end)]
         if access.assignment:
@@ -588,8 +590,8 @@ def test_rewrites_change_only_the_lines_of_flag_writes_and_keep_every_quoting(
             unchanged.update(range(out_first + 1, out_last + 1))
             continue
         changed = set(range(first + 1, last + 1)) or {first, first + 1}
-        assert changed & allowed, (output.name, before[first:last])
-        assert changed <= allowed | {first}, (output.name, before[first:last])
+        assert changed & allowed, (case.name, before[first:last])
+        assert changed <= allowed | {first}, (case.name, before[first:last])
     written = scalar_styles(source)
     strings = {string for string, _, _ in written}
     kept = {
@@ -605,7 +607,7 @@ def test_a_null_args_does_not_hide_a_container_script_nor_its_ssh_here_document(
 ) -> None:
     from xlamigrate.engine import scan_source
 
-    case = FIXTURES / "scan" / "kubernetes_null_args_tpu_job.yaml"
+    case = snapshots.case_input("kubernetes_null_args_tpu_job")
     result = scan_source(case.name, case.read_bytes(), "yaml", catalogue, catalogue.select((), ()))
     found = {(f.span.line, f.code): f.message for f in result.findings}
     assert "XRT_TPU_CONFIG" in found[(20, "XM503")]
