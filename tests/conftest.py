@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-# (its assertions explain themselves: the snapshot and what the engine gives, side by side)
-pytest.register_assert_rewrite("tests.snapshots")
-
 from xlamigrate.catalogue import Catalogue, load_catalogue
 from xlamigrate.kinds import kind_by_name
 from xlamigrate.request import FileContext
+
+# (its assertions explain themselves: the snapshot and what the engine gives, side by side)
+pytest.register_assert_rewrite("tests.snapshots")
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"

@@ -34,9 +34,10 @@ from xlamigrate.report.text_format import explanation
 
 CASES = Path(__file__).resolve().parent / "fixtures" / "cases"
 SCAN = "scan"
-RULE = b"-" * 57 + b" rewritten text"
-_SEPARATOR = b"\n" + RULE + b"\n"
-_FIRST = re.compile(r"(?P<status>fixed|left|found) (?P<where>[\d:]+) (?P<code>XM\d+) \[fix: ")
+RULE = b"-" * 57 + b" rewritten "
+# Before each rewritten file: `RULE text` in a case's snapshot, `RULE file PATH` in a project's.
+_SEPARATOR = re.compile(rb"\n" + re.escape(RULE) + rb"(text|file [^\n]+)\n")
+_FIRST = re.compile(r"(?P<status>fixed|left|found) (?P<where>\S+) (?P<code>XM\d+) \[fix: ")
 INDENT = "    "
 
 
@@ -45,28 +46,47 @@ class Entry:
     """One finding as a snapshot holds it: its first line and the lines under it."""
 
     status: str  # "fixed" or "left" by a rewrite, "found" by a scan
-    where: str  # [cell:]line:column
+    where: str  # [path:][cell:]line:column (the path in a project's snapshot)
     code: str
     lines: tuple[str, ...]
 
     @property
     def key(self) -> str:
-        """`[cell:]line:column CODE`, as tests compare positions."""
+        """`[path:][cell:]line:column CODE`, as tests compare positions."""
         return f"{self.where} {self.code}"
+
+    @property
+    def order(self) -> tuple[str, list[int], str, str]:
+        parts = self.where.split(":")
+        numbers = [part for part in parts if part.isdigit()]
+        path = ":".join(parts[: len(parts) - len(numbers)])
+        return (path, [int(n) for n in numbers], self.code, self.status)
 
 
 @dataclass(frozen=True)
 class Snapshot:
     command: str  # "xlamigrate scan", "xlamigrate rewrite --mode M"
     entries: tuple[Entry, ...]
-    text: bytes | None = None  # the rewritten file (a scan has none)
+    # The rewritten files: ("", text) for a case; (path, text) of each changed file of a project.
+    files: tuple[tuple[str, bytes], ...] | None = None  # (a scan has none)
     notes: tuple[str, ...] = ()  # the `# ` lines under the command: what the case is about
 
     def render(self) -> bytes:
         entries = (line for entry in self.entries for line in entry.lines)
         lines = [self.command, *self.notes, *entries]
         head = "\n".join(lines).encode("utf-8")
-        return head + b"\n" if self.text is None else head + _SEPARATOR + self.text
+        if not self.files:
+            return head + b"\n"
+        parts = [head]
+        for path, data in self.files:
+            label = b"text" if path == "" else b"file " + path.encode("utf-8")
+            parts += [b"\n", RULE, label, b"\n", data]
+        return b"".join(parts)
+
+    @property
+    def text(self) -> bytes | None:
+        """A case's rewritten file."""
+        return None if self.files is None else dict(self.files).get("")
 
     @property
     def left(self) -> list[str]:
@@ -78,13 +98,13 @@ class Snapshot:
         return [entry.key for entry in self.entries if entry.status == "found"]
 
 
-def entry(status: str, finding: Finding) -> Entry:
+def entry(status: str, finding: Finding, with_path: bool = False) -> Entry:
+    path = f"{finding.path}:" if with_path else ""
     cell = "" if finding.cell is None else f"{finding.cell}:"
-    where = f"{cell}{finding.span.line}:{finding.span.column}"
+    where = f"{path}{cell}{finding.span.line}:{finding.span.column}"
     applicability = finding.fix.applicability if finding.fix else "none"
-    first = (
-        f"{status} {where} {finding.code} [fix: {applicability}] {finding.title or finding.message}"
-    )
+    title = finding.title or finding.message
+    first = f"{status} {where} {finding.code} [fix: {applicability}] {title}"
     under = (f"{INDENT}{label}: {text}" for label, text in explanation(finding))
     return Entry(status, where, finding.code, (first, *under))
 
@@ -99,22 +119,25 @@ def rewrite_snapshot(
     mode: str,
     fixed: Sequence[Finding],
     left: Sequence[Finding],
-    text: bytes,
+    files: Sequence[tuple[str, bytes]],
     catalogue: Catalogue,
 ) -> Snapshot:
+    """A rewrite's findings and files: ("", text) for one file; a project's changed files by
+    their paths (its findings then say their path too)."""
+    with_path = any(path for path, _ in files) or not files
     entries = sorted(
         [
-            *(entry("fixed", f) for f in worded_all(fixed, catalogue)),
-            *(entry("left", f) for f in worded_all(left, catalogue)),
+            *(entry("fixed", f, with_path) for f in worded_all(fixed, catalogue)),
+            *(entry("left", f, with_path) for f in worded_all(left, catalogue)),
         ],
-        key=lambda e: ([int(part) for part in e.where.split(":")], e.code, e.status),
+        key=lambda e: e.order,
     )
-    return Snapshot(f"xlamigrate rewrite --mode {mode}", tuple(entries), text)
+    return Snapshot(f"xlamigrate rewrite --mode {mode}", tuple(entries), tuple(files))
 
 
 def parse(data: bytes) -> Snapshot:
-    head, separator, text = data.partition(_SEPARATOR)
-    lines = head.decode("utf-8").removesuffix("\n").split("\n")
+    pieces = _SEPARATOR.split(data)  # head, then label and text of each file
+    lines = pieces[0].decode("utf-8").removesuffix("\n").split("\n")
     notes = tuple(line for line in lines[1:] if line.startswith("#"))
     entries: list[Entry] = []
     for line in lines[1 + len(notes) :]:
@@ -125,7 +148,13 @@ def parse(data: bytes) -> Snapshot:
             entries.append(Entry(last.status, last.where, last.code, (*last.lines, line)))
         else:
             entries.append(Entry(first["status"], first["where"], first["code"], (line,)))
-    return Snapshot(lines[0], tuple(entries), text if separator else None, notes)
+    labels, texts = pieces[1::2], pieces[2::2]
+    files = tuple(
+        ("" if label == b"text" else label.removeprefix(b"file ").decode("utf-8"), text)
+        for label, text in zip(labels, texts, strict=True)
+    )
+    is_rewrite = lines[0].startswith("xlamigrate rewrite")
+    return Snapshot(lines[0], tuple(entries), files if is_rewrite else None, notes)
 
 
 def snapshot_path(case: str, command: str = SCAN) -> Path:
@@ -162,6 +191,27 @@ def cases(command: str = SCAN, suffix: str = "") -> list[Path]:
 def rewrites(suffix: str = "") -> list[tuple[str, Path]]:
     """(mode, input) of every rewrite snapshot, of the inputs with this extension if asked."""
     return [(mode, case) for mode in MODES for case in cases(mode, suffix)]
+
+
+def tree(folder: Path) -> dict[str, bytes]:
+    """Every file below `folder` by its relative path."""
+    return {
+        path.relative_to(folder).as_posix(): path.read_bytes()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }
+
+
+def project_snapshot(case: Path, mode: str) -> Snapshot:
+    """tests/fixtures/{projects,nxdt}/<case>/<mode>.snap."""
+    return parse((case / f"{mode}.snap").read_bytes())
+
+
+def project_tree(case: Path, mode: str) -> dict[str, bytes]:
+    """A project fixture's files once rewritten in `mode`: before/ with the snapshot's files."""
+    files = project_snapshot(case, mode).files
+    assert files is not None
+    return {**tree(case / "before"), **dict(files)}
 
 
 def case_name(path: Path) -> str:

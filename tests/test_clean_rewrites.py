@@ -72,17 +72,15 @@ def _file_cases() -> dict[str, tuple[bytes, bytes]]:
 
 
 def _project_cases() -> dict[str, tuple[bytes, bytes]]:
-    """Each file of tests/fixtures/projects/<case>/before/ and its <mode>/ rewrite: keyed
-    projects/<case>/<mode>/<path>."""
+    """Each file of tests/fixtures/projects/<case>/before/ and what its <mode>.snap makes of
+    it: keyed projects/<case>/<mode>/<path>."""
     cases = {}
     for case in sorted(p for p in PROJECTS.iterdir() if (p / "before").is_dir()):
+        before = snapshots.tree(case / "before")
         for mode in MODES:
-            for source in sorted((case / "before").rglob("*")):
-                relative = source.relative_to(case / "before")
-                output = case / mode / relative
-                if source.is_file() and output.is_file():
-                    key = f"projects/{case.name}/{mode}/{relative.as_posix()}"
-                    cases[key] = (source.read_bytes(), output.read_bytes())
+            after = snapshots.project_tree(case, mode)
+            for path, data in before.items():
+                cases[f"projects/{case.name}/{mode}/{path}"] = (data, after[path])
     return cases
 
 

@@ -1,7 +1,8 @@
 """neuronx-distributed-training (NxDT) configs: `precision.type` is the recipe under another name.
 
-tests/fixtures/nxdt/<case>/before.yaml becomes <case>/<mode>.yaml in each mode and leaves the
-findings of <case>/<mode>.remaining.txt for manual work; a second rewrite changes nothing. The
+tests/fixtures/nxdt/<case>/before.yaml is rewritten in each mode as <case>/<mode>.snap says (the
+findings fixed and left, the rewritten text; tests/snapshots.py); a second rewrite changes
+nothing. The
 facts (which type sets which flag, from which release) are rules/nxdt.toml, read from NxDT's
 examples/training_orchestrator.py at each release."""
 
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import snapshots
 from tests.conftest import FIXTURES, PRECISION_IGNORE
 from xlamigrate.apitable import Version
 from xlamigrate.catalogue import Catalogue
@@ -44,11 +46,6 @@ def _rewrite(data: bytes, mode: str, catalogue: Catalogue, enabled: frozenset[st
     return outcome.rewritten if outcome.rewritten is not None else outcome.original
 
 
-def _remaining(case: Path, mode: str) -> list[str]:
-    listing = case / f"{mode}.remaining.txt"
-    return listing.read_text().split("\n")[:-1] if listing.exists() else []
-
-
 def _scan(text: str, catalogue: Catalogue, mode: str = "full-bf16") -> list[Finding]:
     task = FileTask(
         "config.yaml", text.encode(), catalogue, frozenset(catalogue.rules), FileContext(mode=mode)
@@ -58,25 +55,37 @@ def _scan(text: str, catalogue: Catalogue, mode: str = "full-bf16") -> list[Find
     return list(result.findings)
 
 
+def _rewritten(case: Path, mode: str) -> bytes:
+    text = snapshots.project_snapshot(case, mode).text
+    assert text is not None
+    return text
+
+
 @pytest.mark.parametrize(("mode", "case"), CASES)
 def test_nxdt_config_fixture(
-    mode: str, case: Path, catalogue: Catalogue, precision_rules: frozenset[str]
+    mode: str,
+    case: Path,
+    catalogue: Catalogue,
+    precision_rules: frozenset[str],
+    update_snapshots: bool,
 ) -> None:
     before = (case / "before.yaml").read_bytes()
     outcome = rewrite_source(
         "config.yaml", before, "yaml", catalogue, precision_rules, mode, context=FileContext()
     )
+    assert outcome.errors == ()
     produced = outcome.rewritten if outcome.rewritten is not None else outcome.original
-    assert produced.decode() == (case / f"{mode}.yaml").read_text()
-    found = [f"{f.span.line}:{f.span.column} {f.code}" for f in outcome.remaining]
-    assert found == _remaining(case, mode)
+    snapshot = snapshots.rewrite_snapshot(
+        mode, outcome.fixed, outcome.remaining, [("", produced)], catalogue
+    )
+    snapshots.assert_matches(case / f"{mode}.snap", snapshot, update_snapshots)
 
 
 @pytest.mark.parametrize(("mode", "case"), CASES)
 def test_rewritten_nxdt_config_is_a_fixed_point(
     mode: str, case: Path, catalogue: Catalogue, precision_rules: frozenset[str]
 ) -> None:
-    after = (case / f"{mode}.yaml").read_bytes()
+    after = _rewritten(case, mode)
     assert _rewrite(after, mode, catalogue, precision_rules) == after
 
 

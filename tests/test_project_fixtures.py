@@ -1,7 +1,9 @@
 """The project fixtures are the spec of the project model: tests/fixtures/projects/<case>/before/
 is a small training project (launchers and the scripts they start); `xlamigrate rewrite --mode M`
-turns it into <case>/<M>/, file for file, and leaves the findings of <case>/<M>.remaining.txt
-("path:line:column CODE") for manual work. A second rewrite changes nothing."""
+does to it what <case>/<M>.snap says: the findings it fixes and the ones it leaves for manual
+work ("path:line:column CODE", with message and fix applicability), and the text of each file it
+changes (tests/snapshots.py; `--update-snapshots` writes them again). A second rewrite changes
+nothing."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import snapshots
 from tests.conftest import FIXTURES, PRECISION_IGNORE
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.config import load_settings
@@ -24,14 +27,6 @@ CASES = [
     for case in sorted(p for p in PROJECTS.iterdir() if (p / "before").is_dir())
     for mode in MODES
 ]
-
-
-def tree(folder: Path) -> dict[str, bytes]:
-    return {
-        path.relative_to(folder).as_posix(): path.read_bytes()
-        for path in sorted(folder.rglob("*"))
-        if path.is_file()
-    }
 
 
 def rewrite_project(folder: Path, mode: str, catalogue: Catalogue) -> RewriteReport:
@@ -55,33 +50,42 @@ def finding_key(f: Finding) -> str:
 
 
 def expected_remaining(case: Path, mode: str) -> list[str]:
-    listing = case / f"{mode}.remaining.txt"
-    if not listing.exists():
-        return []
-    return [line.strip() for line in listing.read_text().splitlines() if line.strip()]
+    return snapshots.project_snapshot(case, mode).left
 
 
-def test_every_project_case_has_an_expected_tree_per_mode() -> None:
+def test_every_project_case_has_a_snapshot_per_mode() -> None:
     for case in PROJECTS.iterdir():
-        for mode in MODES:
-            assert (case / mode).is_dir(), (case.name, mode)
-        assert set(tree(case / "before")) == set(tree(case / MODES[0])), case.name
+        assert sorted(path.name for path in case.iterdir()) == sorted(
+            ["before", *(f"{mode}.snap" for mode in MODES)]
+        ), case.name
 
 
 @pytest.mark.parametrize(("mode", "case"), CASES)
 def test_project_rewrite(
-    mode: str, case: Path, catalogue: Catalogue, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    mode: str,
+    case: Path,
+    catalogue: Catalogue,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    update_snapshots: bool,
 ) -> None:
     work = tmp_path / case.name
     shutil.copytree(case / "before", work)
     monkeypatch.chdir(work)
     report = rewrite_project(work, mode, catalogue)
     assert report.errors == ()
-    produced, expected = tree(work), tree(case / mode)
-    assert produced.keys() == expected.keys()
-    for name in expected:
-        assert produced[name].decode() == expected[name].decode(), name
-    assert remaining(report) == expected_remaining(case, mode)
+    before, produced = snapshots.tree(case / "before"), snapshots.tree(work)
+    assert produced.keys() == before.keys()  # (a rewrite here creates no file)
+    changed = [(path, data) for path, data in produced.items() if before[path] != data]
+    snapshot = snapshots.rewrite_snapshot(
+        mode,
+        [f for outcome in report.outcomes for f in outcome.fixed],
+        [f for outcome in report.outcomes for f in outcome.remaining],
+        changed,
+        catalogue,
+    )
+    snapshots.assert_matches(case / f"{mode}.snap", snapshot, update_snapshots)
+    assert sorted(remaining(report)) == sorted(expected_remaining(case, mode))
     again = rewrite_project(work, mode, catalogue)
     assert [o.path for o in again.outcomes if o.changed] == []
 

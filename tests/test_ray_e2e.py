@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from tests import snapshots
 from tests.conftest import FIXTURES, needs_torch_xla_platform
 from tests.test_project_e2e import base_environment, in_parallel, migrate
 
@@ -162,7 +163,8 @@ def test_the_fp32_configuration_is_exactly_as_before(runs: Runs) -> None:
 def test_the_rewrite_reads_the_signal_in_the_worker_not_at_import() -> None:
     """What the e2e runs rely on, said of the rewritten source: a module constant read in the
     driver would pickle False into the worker."""
-    source = (FIXTURES / "projects" / "ray_worker_env" / "full-bf16" / "train_ray.py").read_text()
+    rewritten = snapshots.project_tree(FIXTURES / "projects" / "ray_worker_env", "full-bf16")
+    source = rewritten["train_ray.py"].decode()
     assert 'def bf16_recipe():\n    return os.environ.get("BF16_RECIPE") == "1"' in source
     assert "BF16_RECIPE = " not in source
     assert 'env_vars["BF16_RECIPE"] = "1"' in source

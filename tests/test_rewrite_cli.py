@@ -887,7 +887,7 @@ def test_diff_shows_each_launcher_with_its_scripts_and_git_applies_it(tmp_path: 
     subprocess.run(["git", "apply", "change.diff"], cwd=tmp_path, check=True)
     patch.unlink()
     for path in ("run_pretrain.sh", "pretrain.py", "requirements.txt"):
-        assert (tmp_path / path).read_bytes() == (SWITCH / "fp32-copy" / path).read_bytes()
+        assert (tmp_path / path).read_bytes() == snapshots.project_tree(SWITCH, "fp32-copy")[path]
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -60,7 +60,7 @@ def test_rewrite_fixture(
     assert outcome.errors == ()
     produced = outcome.rewritten if outcome.rewritten is not None else outcome.original
     snapshot = snapshots.rewrite_snapshot(
-        mode, outcome.fixed, outcome.remaining, produced, catalogue
+        mode, outcome.fixed, outcome.remaining, [("", produced)], catalogue
     )
     path = snapshots.snapshot_path(snapshots.case_name(case), mode)
     snapshots.assert_matches(path, snapshot, update_snapshots)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import snapshots
 from tests.clirunner import invoke
 from tests.conftest import FIXTURES, PRECISION_IGNORE, ROOT
 from xlamigrate.catalogue import Catalogue
@@ -175,7 +176,7 @@ def test_naming_the_launcher_and_its_script_migrates_them_as_the_whole_project_d
     work = project_copy(LAUNCHER_AND_SCRIPT, tmp_path, ".git")
     monkeypatch.chdir(work)
     rewritten(["run_clm.sh", "train_clm.py", "requirements.txt"], catalogue)
-    assert tree(work) == tree(LAUNCHER_AND_SCRIPT / "full-bf16")
+    assert tree(work) == snapshots.project_tree(LAUNCHER_AND_SCRIPT, "full-bf16")
 
 
 def test_the_dependency_list_is_edited_only_when_named(
@@ -199,7 +200,7 @@ def test_the_cli_rewrites_the_whole_project_with_project(
     monkeypatch.chdir(work)
     result = invoke("rewrite", "--project", "--ignore", "XM5", "--ignore", "XM409", "train_clm.py")
     assert result.exit_code == 0, result.output
-    assert tree(work) == tree(LAUNCHER_AND_SCRIPT / "full-bf16")
+    assert tree(work) == snapshots.project_tree(LAUNCHER_AND_SCRIPT, "full-bf16")
 
 
 def test_the_root_is_the_nearest_folder_with_git_or_pyproject_else_the_paths_common_folder(

@@ -23,6 +23,13 @@ YAML_REWRITES = {
     f"cases/{case.name} ({mode})": snapshots.rewritten(case.stem, mode).decode()
     for mode, case in snapshots.rewrites(".yaml")
 }
+YAML_REWRITES.update(
+    (f"{snap.parent.relative_to(FIXTURES)}/{path} ({snap.stem})", text.decode())
+    for tree in ("nxdt", "projects")
+    for snap in sorted((FIXTURES / tree).glob("*/*.snap"))
+    for path, text in snapshots.parse(snap.read_bytes()).files or ()
+    if tree == "nxdt" or path.endswith((".yaml", ".yml"))
+)
 
 
 def described(node: Any, seen: dict[int, int] | None = None) -> tuple[object, ...]:
@@ -56,7 +63,7 @@ def both(text: str) -> tuple[object, object]:
 
 
 def test_there_are_yaml_fixtures_to_compare() -> None:
-    assert len(YAML_FIXTURES) >= 50
+    assert len(YAML_FIXTURES) + len(YAML_REWRITES) >= 50
 
 
 @pytest.mark.parametrize("path", YAML_FIXTURES, ids=lambda p: str(p.relative_to(FIXTURES)))
