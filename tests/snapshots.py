@@ -29,7 +29,7 @@ from pathlib import Path
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.findings import worded_all
 from xlamigrate.kinds.python.rewrite import MODES
-from xlamigrate.model import Finding
+from xlamigrate.model import FileError, Finding
 from xlamigrate.report.text_format import explanation
 
 CASES = Path(__file__).resolve().parent / "fixtures" / "cases"
@@ -37,7 +37,7 @@ SCAN = "scan"
 RULE = b"-" * 57 + b" rewritten "
 # Before each rewritten file: `RULE text` in a case's snapshot, `RULE file PATH` in a project's.
 _SEPARATOR = re.compile(rb"\n" + re.escape(RULE) + rb"(text|file [^\n]+)\n")
-_FIRST = re.compile(r"(?P<status>fixed|left|found) (?P<where>\S+) (?P<code>XM\d+) \[fix: ")
+_FIRST = re.compile(r"(?P<status>fixed|left|found|error) (?P<where>\S+) (?P<code>XM\d+) \[fix: ")
 INDENT = "    "
 
 
@@ -45,7 +45,7 @@ INDENT = "    "
 class Entry:
     """One finding as a snapshot holds it: its first line and the lines under it."""
 
-    status: str  # "fixed" or "left" by a rewrite, "found" by a scan
+    status: str  # "fixed" or "left" by a rewrite, "found" by a scan; "error": a file error
     where: str  # [path:][cell:]line:column (the path in a project's snapshot)
     code: str
     lines: tuple[str, ...]
@@ -94,6 +94,11 @@ class Snapshot:
         return [entry.key for entry in self.entries if entry.status == "left"]
 
     @property
+    def errors(self) -> list[str]:
+        """The first line of each file error."""
+        return [entry.lines[0] for entry in self.entries if entry.status == "error"]
+
+    @property
     def found(self) -> list[str]:
         return [entry.key for entry in self.entries if entry.status == "found"]
 
@@ -109,10 +114,21 @@ def entry(status: str, finding: Finding, with_path: bool = False) -> Entry:
     return Entry(status, where, finding.code, (first, *under))
 
 
-def scan_snapshot(findings: Iterable[Finding], catalogue: Catalogue) -> Snapshot:
-    """The findings as the text output words them (a short first line, help, note)."""
+def error_entry(error: FileError) -> Entry:
+    """A file error (XM901: what could not be read), where the parser stopped."""
+    where = ":".join(str(part) for part in (error.line, error.column) if part is not None) or "-"
+    first = f"error {where} {error.code} [fix: none] {error.message}"
+    return Entry("error", where, error.code, (first,))
+
+
+def scan_snapshot(
+    findings: Iterable[Finding], catalogue: Catalogue, errors: Iterable[FileError] = ()
+) -> Snapshot:
+    """The findings as the text output words them (a short first line, help, note), then the
+    errors."""
     worded = worded_all(findings, catalogue)
-    return Snapshot("xlamigrate scan", tuple(entry("found", f) for f in worded))
+    entries = (*(entry("found", f) for f in worded), *map(error_entry, errors))
+    return Snapshot("xlamigrate scan", entries)
 
 
 def rewrite_snapshot(
@@ -121,6 +137,8 @@ def rewrite_snapshot(
     left: Sequence[Finding],
     files: Sequence[tuple[str, bytes]],
     catalogue: Catalogue,
+    options: str = "",
+    errors: Iterable[FileError] = (),
 ) -> Snapshot:
     """A rewrite's findings and files: ("", text) for one file; a project's changed files by
     their paths (its findings then say their path too)."""
@@ -132,7 +150,8 @@ def rewrite_snapshot(
         ],
         key=lambda e: e.order,
     )
-    return Snapshot(f"xlamigrate rewrite --mode {mode}", tuple(entries), tuple(files))
+    command = f"xlamigrate rewrite --mode {mode}{' ' if options else ''}{options}"
+    return Snapshot(command, (*entries, *map(error_entry, errors)), tuple(files))
 
 
 def parse(data: bytes) -> Snapshot:
@@ -157,35 +176,35 @@ def parse(data: bytes) -> Snapshot:
     return Snapshot(lines[0], tuple(entries), files if is_rewrite else None, notes)
 
 
-def snapshot_path(case: str, command: str = SCAN) -> Path:
+def snapshot_path(case: str, command: str = SCAN, folder: Path = CASES) -> Path:
     """<case>.scan.snap, or <case>.<mode>.snap for a rewrite in that mode."""
-    return CASES / f"{case}.{command}.snap"
+    return folder / f"{case}.{command}.snap"
 
 
-def read(case: str, command: str = SCAN) -> Snapshot:
-    return parse(snapshot_path(case, command).read_bytes())
+def read(case: str, command: str = SCAN, folder: Path = CASES) -> Snapshot:
+    return parse(snapshot_path(case, command, folder).read_bytes())
 
 
-def rewritten(case: str, mode: str) -> bytes:
-    """What the rewrite in `mode` writes for the case."""
-    text = read(case, mode).text
+def rewritten(case: str, mode: str, folder: Path = CASES) -> bytes:
+    """What the rewrite in `mode` (the snapshot's command) writes for the case."""
+    text = read(case, mode, folder).text
     assert text is not None, (case, mode)
     return text
 
 
-def case_input(case: str) -> Path:
+def case_input(case: str, folder: Path = CASES) -> Path:
     """The case's one input, whatever its extension."""
-    (found,) = [path for path in CASES.glob(f"{case}.*") if not path.name.endswith(".snap")]
+    (found,) = [path for path in folder.glob(f"{case}.*") if not path.name.endswith(".snap")]
     return found
 
 
-def cases(command: str = SCAN, suffix: str = "") -> list[Path]:
+def cases(command: str = SCAN, suffix: str = "", folder: Path = CASES) -> list[Path]:
     """The inputs with a snapshot of `command` (a mode, or "scan"), by extension if asked."""
-    return sorted(
-        case_input(path.name.removesuffix(f".{command}.snap"))
-        for path in CASES.glob(f"*.{command}.snap")
-        if not suffix or case_input(path.name.removesuffix(f".{command}.snap")).suffix == suffix
+    inputs = (
+        case_input(path.name.removesuffix(f".{command}.snap"), folder)
+        for path in folder.glob(f"*.{command}.snap")
     )
+    return sorted(path for path in inputs if not suffix or path.suffix == suffix)
 
 
 def rewrites(suffix: str = "") -> list[tuple[str, Path]]:

@@ -56,18 +56,22 @@ GENERATED = settings(
 
 def _file_cases() -> dict[str, tuple[bytes, bytes]]:
     """Each fixture case's <py|ipynb> input and its rewrite in each mode (keyed
-    <mode>/<case>.<ext>), and tests/fixtures/**/<case>.in.<py|ipynb> with its .out. (keyed
-    <folder>/<case>.<ext>)."""
+    <mode>/<case>.<ext>), each torch-xla API case's with and without unsafe fixes, and each
+    notebook with an unreadable cell's in each mode."""
     cases = {
         f"{mode}/{source.name}": (source.read_bytes(), snapshots.rewritten(source.stem, mode))
         for mode, source in snapshots.rewrites()
         if source.suffix in SOURCES
     }
-    for source in sorted(FIXTURES.rglob("*.in.*")):
-        output = source.with_name(source.name.replace(".in.", ".out."))
-        if source.suffix in SOURCES and output.is_file() and PROJECTS not in source.parents:
-            key = source.relative_to(FIXTURES).as_posix().replace(".in.", ".")
-            cases[key] = (source.read_bytes(), output.read_bytes())
+    apis = FIXTURES / "xla-apis"
+    for command in ("rewrite", "unsafe"):
+        for source in snapshots.cases(command, folder=apis):
+            rewritten = snapshots.rewritten(source.stem, command, apis)
+            cases[f"xla-apis/{command}/{source.name}"] = (source.read_bytes(), rewritten)
+    errors = FIXTURES / "notebook_errors"
+    for mode, source in ((m, s) for m in MODES for s in snapshots.cases(m, folder=errors)):
+        rewritten = snapshots.rewritten(source.stem, mode, errors)
+        cases[f"notebook_errors/{mode}/{source.name}"] = (source.read_bytes(), rewritten)
     return cases
 
 

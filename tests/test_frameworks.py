@@ -1,7 +1,8 @@
 """Frameworks that set the legacy flag themselves (XM104, rules/frameworks.toml) and launch APIs
 that pass it to another process (XM301 worded from rules/launch_apis.toml). Each folder of
 tests/fixtures/frameworks is a small project, scanned as the user would scan it; its
-`expected.txt` is what `xlamigrate scan --output-format concise .` prints there: the spec."""
+`expected.txt` is that command, `$ cd tests/fixtures/frameworks/<case> && xlamigrate scan
+--output-format concise .`, and what it prints: the spec."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, ROOT
 from tests.test_cli import run_cli
 from xlamigrate.apitable import Version
 from xlamigrate.catalogue import Catalogue
@@ -40,16 +41,21 @@ def scanned(case: Path, tmp_path: Path) -> list[str]:
     return result.stdout.splitlines()
 
 
+def expected_output(case: Path) -> list[str]:
+    command, *output = (case / "expected.txt").read_text(encoding="utf-8").splitlines()
+    folder = case.relative_to(ROOT).as_posix()
+    assert command == f"$ cd {folder} && xlamigrate scan --output-format concise .", case.name
+    return output
+
+
 @pytest.mark.parametrize("case", CASES, ids=lambda path: path.name)
 def test_scan_of_each_project_is_its_expected_output(case: Path, tmp_path: Path) -> None:
-    expected = (case / "expected.txt").read_text(encoding="utf-8").splitlines()
-    assert scanned(case, tmp_path) == expected
+    assert scanned(case, tmp_path) == expected_output(case)
 
 
 def _selected(case: Path) -> list[str]:
     """The case's expected XM1xx/XM3xx findings (the flags' writes, XM104, XM301)."""
-    expected = (case / "expected.txt").read_text(encoding="utf-8")
-    return [line for line in expected.splitlines() if re.search(r" XM[13]\d\d ", line)]
+    return [line for line in expected_output(case) if re.search(r" XM[13]\d\d ", line)]
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ and only the cells that need it change."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +21,7 @@ from xlamigrate.catalogue import Catalogue
 from xlamigrate.engine import rewrite_source, scan_source
 from xlamigrate.kinds.notebook.magics import CellRole, cell_role
 from xlamigrate.kinds.python.rewrite import MODES
-from xlamigrate.model import FileError, FileResult, RewriteOutcome
+from xlamigrate.model import FileResult, RewriteOutcome
 
 NOTEBOOK = "env_magic_notebook"
 
@@ -171,53 +172,40 @@ FLAG_WRITE = 'import os\nos.environ["XLA_USE_BF16"] = "1"\n'
 # -- a cell that cannot be read ------------------------------------------------------------------
 
 ERRORS = FIXTURES / "notebook_errors"
-ERROR_CASES = sorted((ERRORS / "scan").glob("*.ipynb"))
-
-
-def expected_lines(path: Path) -> list[str]:
-    if not path.exists():
-        return []
-    lines = path.read_text(encoding="utf-8").splitlines()
-    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
-
-
-def error_lines(errors: tuple[FileError, ...]) -> list[str]:
-    """`cell:line message` of errors that name their cell (`cell N: message`)."""
-    lines = []
-    for error in errors:
-        cell, _, message = error.message.removeprefix("cell ").partition(": ")
-        lines.append(f"{cell}:{error.line} {message}")
-    return lines
+ERROR_CASES = snapshots.cases(snapshots.SCAN, folder=ERRORS)
 
 
 @pytest.mark.parametrize("case", ERROR_CASES, ids=lambda case: case.name)
 def test_a_cell_that_cannot_be_read_is_an_error_naming_it_and_the_others_are_scanned(
-    case: Path, catalogue: Catalogue
+    case: Path, catalogue: Catalogue, update_snapshots: bool
 ) -> None:
     result = scan_source(
         case.name, case.read_bytes(), "notebook", catalogue, precision_rules(catalogue)
     )
-    stem = case.name.removesuffix(".ipynb")
-    assert where(result) == expected_lines(case.with_name(f"{stem}.findings.txt"))
-    assert error_lines(result.errors) == expected_lines(case.with_name(f"{stem}.errors.txt"))
+    assert result.errors and all(e.message.startswith("cell ") for e in result.errors)
+    produced = snapshots.scan_snapshot(result.findings, catalogue, result.errors)
+    path = snapshots.snapshot_path(case.stem, snapshots.SCAN, ERRORS)
+    snapshots.assert_matches(path, produced, update_snapshots)
 
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("case", ERROR_CASES, ids=lambda case: case.name)
 def test_a_cell_that_cannot_be_read_is_kept_byte_for_byte_and_the_others_are_rewritten(
-    case: Path, mode: str, catalogue: Catalogue
+    case: Path, mode: str, catalogue: Catalogue, update_snapshots: bool
 ) -> None:
-    stem = case.name.removesuffix(".ipynb")
-    folder = ERRORS / mode
-    source = (folder / f"{stem}.in.ipynb").read_bytes()
-    assert source == case.read_bytes()
+    source = case.read_bytes()
     enabled = precision_rules(catalogue)
     outcome = rewrite_source(case.name, source, "notebook", catalogue, enabled, mode)
     assert outcome.rewritten is not None
-    assert outcome.rewritten == (folder / f"{stem}.out.ipynb").read_bytes()
-    assert where(outcome) == expected_lines(folder / f"{stem}.remaining.txt")
-    assert error_lines(outcome.errors) == expected_lines(folder / f"{stem}.errors.txt")
-    unreadable = {int(line.split(":")[0]) for line in expected_lines(folder / f"{stem}.errors.txt")}
+    produced = snapshots.rewrite_snapshot(
+        mode, outcome.fixed, outcome.remaining, [("", outcome.rewritten)], catalogue,
+        errors=outcome.errors,
+    )  # fmt: skip
+    snapshots.assert_matches(
+        snapshots.snapshot_path(case.stem, mode, ERRORS), produced, update_snapshots
+    )
+    unreadable = {int(re.search(r"\] cell (\d+): ", line)[1]) for line in produced.errors}
+    assert unreadable
     before = json.loads(source)["cells"]
     after = json.loads(outcome.rewritten)["cells"]
     assert all(before[index] == after[index] for index in unreadable)
@@ -226,9 +214,10 @@ def test_a_cell_that_cannot_be_read_is_kept_byte_for_byte_and_the_others_are_rew
 
 
 def test_the_unreadable_cell_fixture_breaks_cell_3_and_sets_the_flag_in_cell_4() -> None:
-    cells = json.loads((ERRORS / "scan" / "unreadable_cell.ipynb").read_bytes())["cells"]
+    cells = json.loads((ERRORS / "unreadable_cell.ipynb").read_bytes())["cells"]
     assert "".join(cells[4]["source"]) == 'os.environ["XLA_USE_BF16"] = "1"'
-    assert expected_lines(ERRORS / "scan" / "unreadable_cell.errors.txt")[0].startswith("3:")
+    (error,) = snapshots.read("unreadable_cell", snapshots.SCAN, ERRORS).errors
+    assert "] cell 3: " in error
 
 
 def test_the_first_unreadable_line_of_a_cell_is_named(catalogue: Catalogue) -> None:
@@ -438,8 +427,8 @@ def _notebook_rewrites() -> list[Any]:
         for mode, case in snapshots.rewrites(".ipynb")
     ]  # fmt: skip
     for mode in MODES:
-        for case in sorted((ERRORS / mode).glob("*.in.ipynb")):
-            after = case.with_name(case.name.replace(".in.", ".out.")).read_bytes()
+        for case in snapshots.cases(mode, folder=ERRORS):
+            after = snapshots.rewritten(case.stem, mode, ERRORS)
             pairs.append(pytest.param(case.read_bytes(), after, id=f"errors/{mode}/{case.name}"))
     return pairs
 

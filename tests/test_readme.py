@@ -129,9 +129,7 @@ def test_readme_rewrite_examples_are_what_rewrite_prints_in_each_mode_and_show_e
         assert runtime == (mode != "autocast"), mode
 
 
-API_EXAMPLE = (
-    "xlamigrate rewrite --select XM5 --diff tests/fixtures/xla-apis/env_before_import.in.py"
-)
+API_EXAMPLE = "xlamigrate rewrite --select XM5 --diff tests/fixtures/xla-apis/env_before_import.py"
 
 
 def test_readme_api_example_is_what_rewrite_prints() -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests import snapshots
-from tests.conftest import RECIPE_APPLIED, fixture_kind
+from tests.conftest import FIXTURES, RECIPE_APPLIED, fixture_kind
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.engine import rewrite_source
 from xlamigrate.kinds.python.rewrite import MODES
@@ -103,10 +103,14 @@ def test_every_snapshot_belongs_to_a_case() -> None:
         assert first == ("xlamigrate scan" if command == snapshots.SCAN else rewrite), path.name
 
 
-def test_the_cases_hold_no_copies() -> None:
-    """One input per case, one snapshot per command: no file is another's copy."""
-    seen: dict[str, str] = {}
-    for path in sorted(snapshots.CASES.iterdir()):
+def test_the_fixture_tree_holds_no_copies() -> None:
+    """One input per case, one snapshot per command, one file for what projects share
+    (tests/fixtures/shared/, linked): no file of tests/fixtures/ is another's copy."""
+    seen: dict[str, Path] = {}
+    for path in sorted(FIXTURES.rglob("*")):
+        if not path.is_file() or path.is_symlink() or "__pycache__" in path.parts:
+            continue
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
-        assert digest not in seen, (path.name, seen.get(digest))
-        seen[digest] = path.name
+        assert digest not in seen, f"{path.relative_to(FIXTURES)} copies {seen[digest]}"
+        seen[digest] = path.relative_to(FIXTURES)
+    assert len(seen) > 500

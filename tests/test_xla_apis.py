@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import snapshots
 from tests.conftest import FIXTURES
 from tests.test_cli import run_cli, write_files
 from xlamigrate.apitable import Version, api_table
@@ -21,59 +22,69 @@ from xlamigrate.project.pins import Pins, _pinned
 from xlamigrate.request import FileContext, RewriteRequest
 
 CASES_DIR = FIXTURES / "xla-apis"
-CASES = sorted(CASES_DIR.glob("*.in.py"), key=lambda path: path.name)
+CASES = snapshots.cases(snapshots.SCAN, folder=CASES_DIR)
+# Each case is rewritten (full-bf16, every rule) with the safe fixes, and with --unsafe-fixes.
+REWRITES = {
+    "rewrite": RewriteRequest("full-bf16"),
+    "unsafe": RewriteRequest("full-bf16", unsafe_fixes=True),
+}
+REWRITE_CASES = [
+    pytest.param(command, case, id=f"{command}/{case.stem}")
+    for command in REWRITES
+    for case in CASES
+]
 
 
 def stem(case: Path) -> str:
-    return case.name.removesuffix(".in.py")
+    return case.name.removesuffix(".py")
 
 
-def lines(path: Path) -> list[str]:
-    return [line for line in path.read_text().splitlines() if line.strip()]
-
-
-def request_for(case: Path) -> RewriteRequest:
-    """The `_unsafe` cases are rewritten with --unsafe-fixes."""
-    return RewriteRequest("full-bf16", unsafe_fixes=stem(case).endswith("_unsafe"))
+def scan_keys(case: Path) -> list[str]:
+    """`line:col CODE applicability` of each finding of the case's scan snapshot."""
+    return [
+        f"{entry.key} {entry.lines[0].split('[fix: ')[1].split(']')[0]}"
+        for entry in snapshots.read(stem(case), snapshots.SCAN, CASES_DIR).entries
+    ]
 
 
 @pytest.mark.parametrize("case", CASES, ids=stem)
-def test_scan_reports_each_use_with_its_fix(case: Path, catalogue: Catalogue) -> None:
+def test_scan_reports_each_use_with_its_fix(
+    case: Path, catalogue: Catalogue, update_snapshots: bool
+) -> None:
     result = scan_source(
         case.name, case.read_bytes(), "python", catalogue, frozenset(catalogue.rules)
     )
     assert result.errors == ()
-    found = [
-        f"{f.span.line}:{f.span.column} {f.code} {f.fix.applicability if f.fix else '-'}"
-        for f in result.findings
-    ]
-    assert found == lines(CASES_DIR / f"{stem(case)}.findings.txt")
+    produced = snapshots.scan_snapshot(result.findings, catalogue)
+    path = snapshots.snapshot_path(stem(case), snapshots.SCAN, CASES_DIR)
+    snapshots.assert_matches(path, produced, update_snapshots)
 
 
-@pytest.mark.parametrize("case", CASES, ids=stem)
+@pytest.mark.parametrize(("command", "case"), REWRITE_CASES)
 def test_rewrite_gives_the_expected_file_and_leaves_the_rest(
-    case: Path, catalogue: Catalogue
+    command: str, case: Path, catalogue: Catalogue, update_snapshots: bool
 ) -> None:
     enabled = frozenset(catalogue.rules)
-    outcome = rewrite_source(
-        case.name, case.read_bytes(), "python", catalogue, enabled, request_for(case)
-    )
+    request = REWRITES[command]
+    outcome = rewrite_source(case.name, case.read_bytes(), "python", catalogue, enabled, request)
     assert outcome.errors == ()
     produced = outcome.rewritten if outcome.rewritten is not None else outcome.original
-    expected = CASES_DIR / f"{stem(case)}.out.py"
-    assert produced.decode() == expected.read_text()
-    remaining = [f"{f.span.line}:{f.span.column} {f.code}" for f in outcome.remaining]
-    assert remaining == lines(CASES_DIR / f"{stem(case)}.remaining.txt")
-
-
-@pytest.mark.parametrize("case", CASES, ids=stem)
-def test_the_rewritten_file_parses_and_is_a_fixed_point(case: Path, catalogue: Catalogue) -> None:
-    output = CASES_DIR / f"{stem(case)}.out.py"
-    ast.parse(output.read_bytes())
-    enabled = frozenset(catalogue.rules)
-    again = rewrite_source(
-        output.name, output.read_bytes(), "python", catalogue, enabled, request_for(case)
+    options = "--unsafe-fixes" if request.unsafe_fixes else ""
+    snapshot = snapshots.rewrite_snapshot(
+        "full-bf16", outcome.fixed, outcome.remaining, [("", produced)], catalogue, options
     )
+    path = snapshots.snapshot_path(stem(case), command, CASES_DIR)
+    snapshots.assert_matches(path, snapshot, update_snapshots)
+
+
+@pytest.mark.parametrize(("command", "case"), REWRITE_CASES)
+def test_the_rewritten_file_parses_and_is_a_fixed_point(
+    command: str, case: Path, catalogue: Catalogue
+) -> None:
+    output = snapshots.rewritten(stem(case), command, CASES_DIR)
+    ast.parse(output)
+    enabled = frozenset(catalogue.rules)
+    again = rewrite_source(case.name, output, "python", catalogue, enabled, REWRITES[command])
     assert not again.changed
     assert again.errors == ()
 
@@ -95,11 +106,11 @@ def test_the_fixtures_cover_every_import_spelling() -> None:
         "dotted_path": "import torch_xla.core.xla_model\n",
     }
     for name, spelled in spellings.items():
-        assert spelled in (CASES_DIR / f"{name}.in.py").read_text(), name
+        assert spelled in (CASES_DIR / f"{name}.py").read_text(), name
 
 
 def test_a_call_in_a_lambda_a_default_and_a_reference_are_each_reported() -> None:
-    found = lines(CASES_DIR / "lambda_default_reference.findings.txt")
+    found = scan_keys(CASES_DIR / "lambda_default_reference.py")
     assert "5:19 XM501 safe" in found  # lambda: xm.get_ordinal()
     assert "11:23 XM501 safe" in found  # def log(message, rank=xm.get_ordinal(), ...)
     assert "7:14 XM501 unsafe" in found  # world_size = xm.xrt_world_size (drops `defval`)
