@@ -19,8 +19,8 @@ from xlamigrate.catalogue import Catalogue
 from xlamigrate.config import load_settings
 from xlamigrate.engine import rewrite_paths, rewrite_source, scan_paths, scan_source
 from xlamigrate.kinds.python.rewrite import MODES
-from xlamigrate.model import Finding
 from xlamigrate.request import FileContext, RewriteRequest
+from xlamigrate.results import Finding
 
 TREES = ("projects", "frameworks", "nxdt")  # folders of small projects (`before/` where per mode)
 

@@ -29,8 +29,8 @@ from pathlib import Path
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.findings import worded_all
 from xlamigrate.kinds.python.rewrite import MODES
-from xlamigrate.model import FileError, Finding
 from xlamigrate.report.text_format import explanation
+from xlamigrate.results import FileError, Finding
 
 CASES = Path(__file__).resolve().parent / "fixtures" / "cases"
 SCAN = "scan"

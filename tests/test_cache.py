@@ -34,9 +34,9 @@ from xlamigrate.catalogue import Catalogue
 from xlamigrate.config import Settings, load_settings
 from xlamigrate.discover import SourceFile
 from xlamigrate.engine import rewrite_paths, scan_paths
-from xlamigrate.model import FileError, FileResult, Finding, Fix, Span
 from xlamigrate.report import renderer
 from xlamigrate.request import RewriteRequest
+from xlamigrate.results import FileError, FileResult, Finding, Fix, Span
 
 PROJECTS = FIXTURES / "projects"
 CASES = sorted(p for p in PROJECTS.iterdir() if (p / "before").is_dir())
@@ -265,7 +265,7 @@ def index_file(root: Path) -> Path:
         lambda data: data[: len(data) // 2],
         lambda data: b"not a pickle at all",
         lambda data: pickle.dumps(["a list", "not a dict"]),
-        lambda data: data.replace(b"xlamigrate.model", b"xlamigrate.modex"),
+        lambda data: data.replace(b"xlamigrate.results", b"xlamigrate.modex"),
     ],
     ids=["empty", "truncated", "garbage", "foreign", "renamed-class"],
 )

@@ -9,8 +9,8 @@ from xlamigrate.catalogue import Catalogue
 from xlamigrate.kinds.python.envaccess import EnvAccess
 from xlamigrate.kinds.python.envanalysis import analyse_env_accesses
 from xlamigrate.kinds.python.scan import scan_python
-from xlamigrate.model import Finding
 from xlamigrate.request import FileTask
+from xlamigrate.results import Finding
 
 
 def accesses(source: str, catalogue: Catalogue) -> list[EnvAccess]:

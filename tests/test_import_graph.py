@@ -107,10 +107,10 @@ STAGES: dict[str, tuple[str, ...]] = {
         "apitable", "cache", "catalogue", "config", "findings", "flagvalue", "frameworktable",
         "kinds", "kinds.embedded", "kinds.launch", "kinds.python.envaccess",
         "kinds.python.markers", "kinds.textaccess", "kinds.unreadtable", "launchtable",
-        "masterweights", "model", "modelowners", "nesting", "neuronflags", "nxdttable",
+        "masterweights", "modelowners", "nesting", "neuronflags", "nxdttable",
         "optimizer_facts", "optimizerfactories", "progress", "project", "project.model",
-        "project.platform", "recipes", "releasetable", "request", "rulesdata", "settingvalues",
-        "suppression", "xlavariables",
+        "project.platform", "recipes", "releasetable", "request", "results", "rulesdata",
+        "settingvalues", "suppression", "xlavariables",
     ),
     "analyse": (
         "discover", "kinds.dockerfile.analysis", "kinds.dockerfile.commands",
@@ -128,7 +128,7 @@ STAGES: dict[str, tuple[str, ...]] = {
         "kinds.shell.analysis", "kinds.shell.auto_cast", "kinds.shell.commands",
         "kinds.shell.ownfolder", "kinds.shell.syntax", "kinds.shell.words",
         "kinds.shell.workdir", "kinds.yaml.analysis", "kinds.yaml.nodes", "kinds.yaml.nxdt",
-        "kinds.yaml.positions", "kinds.yaml.scalar", "kinds.yaml.scripts", "kinds.yaml.sites",
+        "kinds.yaml.nodetext", "kinds.yaml.scalar", "kinds.yaml.scripts", "kinds.yaml.sites",
         "prefilter", "project.builds", "project.dependencies", "project.disk",
         "project.dockerignore", "project.frameworkpins", "project.images", "project.imports",
         "project.launchers", "project.mentions", "project.pins", "project.projectfiles",
@@ -139,7 +139,7 @@ STAGES: dict[str, tuple[str, ...]] = {
         "kinds.python.plan", "kinds.python.planner", "kinds.python.reads", "kinds.shell.render",
         "project.build", "project.decide", "project.units",
     ),
-    "report": ("positions", "report", "ruletext"),
+    "report": ("report", "ruletext"),
     "apply": (
         "kinds.python.apply", "kinds.python.cstedits", "kinds.python.imports",
         "kinds.python.puretests", "kinds.python.unusedimports", "writer",
@@ -148,7 +148,7 @@ STAGES: dict[str, tuple[str, ...]] = {
         "", "__main__", "cli", "decidedcache", "engine", "kinds.dockerfile", "kinds.dotenv",
         "kinds.ini", "kinds.makefile", "kinds.notebook", "kinds.notebook.cells",
         "kinds.notebook.shell", "kinds.python.kind", "kinds.python.rewrite", "kinds.python.scan",
-        "kinds.shell", "kinds.textscan", "kinds.unread", "kinds.yaml", "verify",
+        "kinds.shell", "kinds.textkind", "kinds.unread", "kinds.yaml", "verify",
     ),
 }  # fmt: skip
 ORDER = ("base", "analyse", "plan", "report", "apply", "drive")

@@ -15,9 +15,9 @@ from xlamigrate.catalogue import Catalogue
 from xlamigrate.config import load_settings
 from xlamigrate.engine import scan_paths
 from xlamigrate.kinds.launch import IMAGE, REPOSITORY_ROOT
-from xlamigrate.model import Finding
 from xlamigrate.project.images import image_of
 from xlamigrate.project.resolve import ScriptResolver
+from xlamigrate.results import Finding
 
 # a training script the recipes apply to (the Kubernetes fixture's)
 TRAIN = (FIXTURES / "projects/kubernetes_jobs/before/train_clm.py").read_text()

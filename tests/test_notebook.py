@@ -21,7 +21,7 @@ from xlamigrate.catalogue import Catalogue
 from xlamigrate.engine import rewrite_source, scan_source
 from xlamigrate.kinds.notebook.magics import CellRole, cell_role
 from xlamigrate.kinds.python.rewrite import MODES
-from xlamigrate.model import FileResult, RewriteOutcome
+from xlamigrate.results import FileResult, RewriteOutcome
 
 NOTEBOOK = "env_magic_notebook"
 

@@ -24,10 +24,10 @@ from xlamigrate.kinds import yaml as yaml_kind
 from xlamigrate.kinds.python.nxdt_orchestrator import orchestrator_reason
 from xlamigrate.kinds.python.rewrite import MODES
 from xlamigrate.kinds.yaml.analysis import analyse
-from xlamigrate.model import Finding
 from xlamigrate.nxdttable import nxdt_table
 from xlamigrate.prefilter import Prefilter
 from xlamigrate.request import FileContext, FileTask, RewriteRequest
+from xlamigrate.results import Finding
 
 CASES_DIR = FIXTURES / "nxdt"
 CASES = [

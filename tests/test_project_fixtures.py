@@ -18,8 +18,8 @@ from xlamigrate.catalogue import Catalogue
 from xlamigrate.config import load_settings
 from xlamigrate.engine import rewrite_paths, scan_paths
 from xlamigrate.kinds.python.rewrite import MODES
-from xlamigrate.model import Finding, RewriteReport
 from xlamigrate.request import RewriteRequest
+from xlamigrate.results import Finding, RewriteReport
 
 PROJECTS = FIXTURES / "projects"
 CASES = [

@@ -41,7 +41,7 @@ from libcst.metadata import MetadataWrapper, ScopeProvider
 from xlamigrate.catalogue import load_catalogue
 from xlamigrate.engine import rewrite_source, scan_source
 from xlamigrate.kinds.python.rewrite import MODES, RECIPE_PROBLEMS
-from xlamigrate.model import FileResult, Finding, RewriteOutcome
+from xlamigrate.results import FileResult, Finding, RewriteOutcome
 
 _HEALTH = [HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large]
 settings.register_profile(

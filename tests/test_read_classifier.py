@@ -15,6 +15,7 @@ import textwrap
 
 import pytest
 
+from tests import snapshots
 from tests.conftest import FIXTURES
 from xlamigrate.catalogue import load_catalogue
 from xlamigrate.kinds.python.envanalysis import analyse_env_accesses
@@ -158,10 +159,21 @@ def test_the_expectations_cover_the_fixtures_that_read_a_flag() -> None:
     assert len({case.split(" | ")[0] for case in FIXTURE_CASES}) >= 20
 
 
+def fixture_source(path: str) -> str:
+    """A fixture's text by the name the expectations give it: a file under tests/fixtures/, the
+    rewritten text of a case's snapshot (`cases/<case>.<mode>.snap`), or a file a project's
+    snapshot rewrites (`projects/<case>/<mode>.snap:<file>`)."""
+    snapshot, _, name = path.partition(".snap")
+    if not _:
+        return (FIXTURES / path).read_bytes().decode("utf-8")
+    files = snapshots.parse((FIXTURES / f"{snapshot}.snap").read_bytes()).files or ()
+    return dict(files)[name.removeprefix(":")].decode("utf-8")
+
+
 @pytest.mark.parametrize("case", FIXTURE_CASES)
 def test_each_fixture_s_reads_are_classified_as_before(case: str) -> None:
     path, name = case.split(" | ")
-    source = (FIXTURES / path).read_bytes().decode("utf-8")
+    source = fixture_source(path)
     assert described(source, CONFIGURATION_SETS[name]) == EXPECTED["fixtures"][case]
 
 

@@ -18,9 +18,9 @@ from xlamigrate.catalogue import Catalogue
 from xlamigrate.engine import rewrite_source, scan_source
 from xlamigrate.kinds.python.envanalysis import analyse_env_accesses
 from xlamigrate.kinds.python.flagtests import RAISES, UNKNOWN, FlagEvaluator
-from xlamigrate.model import RewriteOutcome
 from xlamigrate.project.model import Configuration, ScriptRecipe
 from xlamigrate.request import FileContext, RewriteRequest
+from xlamigrate.results import RewriteOutcome
 
 USE, DOWNCAST = "XLA_USE_BF16", "XLA_DOWNCAST_BF16"
 BF16 = Configuration(frozenset({USE}), ("run.sh:5",))

@@ -407,8 +407,8 @@ def test_github_escapes_commas_and_colons_in_the_file_and_newlines_and_percent_i
 
 def test_github_escapes_newlines_carriage_returns_and_percent_in_messages() -> None:
     from xlamigrate.catalogue import load_catalogue
-    from xlamigrate.model import FileError, ScanReport
     from xlamigrate.report.github_format import render
+    from xlamigrate.results import FileError, ScanReport
 
     error = FileError("a,b:c.py", 3, "could not parse: 100% wrong\r\nsecond line")
     output = render(ScanReport(files_scanned=1, errors=(error,)), load_catalogue())
@@ -547,8 +547,8 @@ def test_text_on_a_narrow_terminal_keeps_each_line_of_a_finding_whole() -> None:
 
     from xlamigrate.catalogue import load_catalogue
     from xlamigrate.findings import worded
-    from xlamigrate.model import FileError, Finding, Fix, ScanReport, Span
     from xlamigrate.report.rich_text import print_report
+    from xlamigrate.results import FileError, Finding, Fix, ScanReport, Span
 
     long = (
         'XLA_USE_BF16 set to "1" (on); '
@@ -590,7 +590,7 @@ def test_a_note_in_place_of_the_rules_text_is_help() -> None:
     does, so it is the help, and there is no rule text left to be the note."""
     from xlamigrate.catalogue import load_catalogue
     from xlamigrate.findings import with_note, worded
-    from xlamigrate.model import Finding, Span
+    from xlamigrate.results import Finding, Span
 
     rule = load_catalogue().rule("XM201")
     message = with_note(rule.message.format(subject="XLA_USE_BF16 read"), "it reads X", True)

@@ -18,8 +18,8 @@ from xlamigrate.catalogue import Catalogue
 from xlamigrate.config import Settings, find_root, load_settings
 from xlamigrate.discover import discover
 from xlamigrate.engine import rewrite_paths, scan_paths
-from xlamigrate.model import Finding, RewriteReport
 from xlamigrate.request import RewriteRequest
+from xlamigrate.results import Finding, RewriteReport
 
 PROJECTS = sorted(p for p in (FIXTURES / "projects").iterdir() if (p / "before").is_dir())
 MARKERS = (".git", "pyproject.toml")

@@ -21,7 +21,7 @@ from xlamigrate.catalogue import Catalogue
 from xlamigrate.kinds.textaccess import LineIndex, TextAccess
 from xlamigrate.kinds.yaml.analysis import analyse
 from xlamigrate.kinds.yaml.nodes import Node, compose, each_node, fields
-from xlamigrate.kinds.yaml.positions import Positions
+from xlamigrate.kinds.yaml.nodetext import Positions
 from xlamigrate.kinds.yaml.scalar import scalar_source
 from xlamigrate.kinds.yaml.scripts import Scripts
 from xlamigrate.kinds.yaml.sites import find_sites

@@ -6,7 +6,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from xlamigrate.model import (
+from xlamigrate.recipes.recipe import Recipe, recipe_from_table
+from xlamigrate.results import (
     APPLICABILITIES,
     SEVERITIES,
     Applicability,
@@ -15,7 +16,6 @@ from xlamigrate.model import (
     Severity,
     Span,
 )
-from xlamigrate.recipes.recipe import Recipe, recipe_from_table
 from xlamigrate.rulesdata import (
     APIS_FILE,
     FLAGS_FILE,

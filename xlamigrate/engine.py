@@ -27,7 +27,14 @@ from xlamigrate.findings import worded_outcome, worded_report
 from xlamigrate.flagvalue import RECIPE_FLAGS
 from xlamigrate.frameworktable import framework_table
 from xlamigrate.kinds.textaccess import TextAnalysis
-from xlamigrate.model import (
+from xlamigrate.prefilter import Prefilter
+from xlamigrate.progress import SILENT, Progress
+from xlamigrate.project.launchers import launches_with_flag
+from xlamigrate.project.model import Analysed, Project
+from xlamigrate.project.pins import Pins
+from xlamigrate.project.units import split_units, together, units
+from xlamigrate.request import DEFAULT_MODE, STANDALONE, FileContext, FileTask, RewriteRequest
+from xlamigrate.results import (
     FileError,
     FileResult,
     Finding,
@@ -36,13 +43,6 @@ from xlamigrate.model import (
     RewriteReport,
     ScanReport,
 )
-from xlamigrate.prefilter import Prefilter
-from xlamigrate.progress import SILENT, Progress
-from xlamigrate.project.launchers import launches_with_flag
-from xlamigrate.project.model import Analysed, Project
-from xlamigrate.project.pins import Pins
-from xlamigrate.project.units import split_units, together, units
-from xlamigrate.request import DEFAULT_MODE, STANDALONE, FileContext, FileTask, RewriteRequest
 from xlamigrate.selection import Selection, select
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from typing import Protocol, TypeVar
 
 from xlamigrate.catalogue import Catalogue, Rule
 from xlamigrate.flagvalue import FlagValue
-from xlamigrate.model import (
+from xlamigrate.results import (
     APPLICABILITIES,
     Access,
     Applicability,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 
-from xlamigrate.model import FileError
+from xlamigrate.results import FileError
 
 # Levels of the syntax tree as libcst builds it. Its native parser crashed at about 3,000
 # (parentheses) to 8,000 (unary minus) levels on an 8 MiB stack; its visitors stop near 500.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-from xlamigrate.model import Finding
+from xlamigrate.results import Finding
 
 # None: the comment suppresses every code on its line.
 Suppressions = Mapping[int, frozenset[str] | None]

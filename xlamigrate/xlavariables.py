@@ -13,7 +13,7 @@ from xlamigrate.apitable import api_table
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.findings import manual_finding
 from xlamigrate.flagvalue import FlagValue
-from xlamigrate.model import Access, Finding, Span
+from xlamigrate.results import Access, Finding, Span
 
 
 class WriteLike(Protocol):

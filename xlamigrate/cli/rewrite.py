@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 
     from xlamigrate.catalogue import Catalogue
     from xlamigrate.config import Settings
-    from xlamigrate.model import RewriteReport
     from xlamigrate.request import RewriteRequest
+    from xlamigrate.results import RewriteReport
 
 FORMATS = ("text", "json")
 
@@ -155,8 +155,8 @@ def _write_rewrites(report: RewriteReport, sources: dict[str, Path]) -> RewriteR
     """Writes each changed file; a file that could not be written is reported as unchanged."""
     from dataclasses import replace
 
-    from xlamigrate.model import FileError
-    from xlamigrate.positions import as_written
+    from xlamigrate.report.written_positions import as_written
+    from xlamigrate.results import FileError
     from xlamigrate.writer import WriteError, create_file, write_atomically
 
     outcomes = []
@@ -192,8 +192,8 @@ def _rewrite_stdin(
     A buffer named after a file of the project is planned as `rewrite NAME` plans that file,
     with the buffer's bytes; else alone."""
     from xlamigrate.engine import rewrite_paths, rewrite_source
-    from xlamigrate.model import RewriteOutcome
     from xlamigrate.report.text_format import error_line, finding_line
+    from xlamigrate.results import RewriteOutcome
     from xlamigrate.writer import unified_diff
 
     source = running.stdin_source(name, paths, settings)

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
     from xlamigrate.catalogue import Catalogue
     from xlamigrate.config import Settings
-    from xlamigrate.model import ScanReport
+    from xlamigrate.results import ScanReport
 
 FORMATS = ("text", "concise", "json", "sarif", "github", "gitlab")  # (report/: one renderer each)
 
@@ -104,7 +104,7 @@ def _scan_stdin(
     file of the project); else the buffer's alone."""
     from xlamigrate.engine import scan_paths, scan_source
     from xlamigrate.findings import worded_report
-    from xlamigrate.model import ScanReport
+    from xlamigrate.results import ScanReport
 
     source = running.stdin_source(name, paths, settings)
     if source is None:

@@ -21,8 +21,8 @@ from xlamigrate.kinds.unreadtable import UNREAD_KINDS
 if TYPE_CHECKING:
     from xlamigrate.catalogue import Catalogue
     from xlamigrate.kinds.textaccess import TextAnalysis
-    from xlamigrate.model import FileResult, RewriteOutcome
     from xlamigrate.request import FileTask, RewriteRequest
+    from xlamigrate.results import FileResult, RewriteOutcome
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from xlamigrate.flagvalue import FlagValue
-from xlamigrate.kinds import textscan
+from xlamigrate.kinds import textkind
 from xlamigrate.kinds.textaccess import Problem, TextAccess, TextAnalysis, line_removal
 
 _ASSIGNMENT = re.compile(
@@ -89,5 +89,5 @@ def render(syntax: str, name: str, value: str, append: bool = False) -> str:
     return f'{name}="{value}"'
 
 
-KIND = textscan.TextKind(analyse, render)
+KIND = textkind.TextKind(analyse, render)
 scan, rewrite, analyse_file = KIND.scan, KIND.rewrite, KIND.analyse_file

@@ -2,7 +2,7 @@
 text a flag is written or read, and the edits that remove it or turn it into another variable.
 
 Each kind module (`dotenv.py`, `shell.py`, `dockerfile.py`, `yaml_env.py`) exposes
-`analyse(text, names) -> TextAnalysis` and `render(syntax, name, value) -> str`; `textscan.py`
+`analyse(text, names) -> TextAnalysis` and `render(syntax, name, value) -> str`; `textkind.py`
 turns that into findings and rewrites for every kind alike.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from xlamigrate.flagvalue import FlagValue
-from xlamigrate.model import Access, Applicability, Span, Target
+from xlamigrate.results import Access, Applicability, Span, Target
 
 # Where a statement sits among conditional code: the (construct, arm) pairs around it, outermost
 # first, each a host offset (an `if` and its `elif` clause, a `case` and its item, a loop, a

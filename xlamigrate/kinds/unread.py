@@ -17,7 +17,7 @@ import os
 import re
 from typing import Any
 
-from xlamigrate.kinds import textscan
+from xlamigrate.kinds import textkind
 from xlamigrate.kinds.embedded import CannotRender
 from xlamigrate.kinds.textaccess import TextAnalysis, TextMention
 from xlamigrate.kinds.unreadtable import (
@@ -26,9 +26,9 @@ from xlamigrate.kinds.unreadtable import (
     UNREAD_KINDS,
     UnreadKind,
 )
-from xlamigrate.model import FileResult, RewriteOutcome
 from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING
 from xlamigrate.request import FileTask, RewriteRequest
+from xlamigrate.results import FileResult, RewriteOutcome
 
 _LARGE = 2_000_000  # characters: lexing a bigger file is not worth it, every name counts
 _TRACKED_ONLY = frozenset({NEURON_CC_FLAGS, STOCHASTIC_ROUNDING})  # the rewrite's, not flags
@@ -101,13 +101,13 @@ def render(syntax: str, name: str, value: str, append: bool = False) -> str:
     raise CannotRender("xlamigrate does not read this file")
 
 
-def _kind(path: str) -> textscan.TextKind:
+def _kind(path: str) -> textkind.TextKind:
     file = os.path.basename(path)
 
     def analyse(text: str, names: frozenset[str]) -> TextAnalysis:
         return analyse_named(file, text, names)
 
-    return textscan.TextKind(analyse, render)
+    return textkind.TextKind(analyse, render)
 
 
 def scan(task: FileTask) -> FileResult:

@@ -24,8 +24,8 @@ from pathlib import Path
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.findings import manual_finding
 from xlamigrate.kinds import kind_by_name
-from xlamigrate.model import RewriteOutcome, Span
 from xlamigrate.project.projectfiles import folders_up, read_small
+from xlamigrate.results import RewriteOutcome, Span
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from importlib import import_module
 
 from xlamigrate.catalogue import Catalogue
-from xlamigrate.model import ScanReport
+from xlamigrate.results import ScanReport
 
 FORMATS = ("text", "concise", "json", "sarif", "github", "gitlab")
 

@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 from xlamigrate.catalogue import Catalogue
-from xlamigrate.model import ScanReport
 from xlamigrate.report.text_format import error_line, finding_line
+from xlamigrate.results import ScanReport
 
 
 def render(report: ScanReport, catalogue: Catalogue) -> str:

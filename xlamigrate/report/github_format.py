@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from xlamigrate.catalogue import Catalogue
-from xlamigrate.model import ScanReport, Severity
+from xlamigrate.results import ScanReport, Severity
 
 _COMMANDS: dict[Severity, str] = {"error": "error", "warning": "warning", "info": "notice"}
 

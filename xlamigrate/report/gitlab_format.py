@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from xlamigrate.catalogue import Catalogue
-from xlamigrate.model import ScanReport, Severity
+from xlamigrate.results import ScanReport, Severity
 
 _SEVERITIES: dict[Severity, str] = {"error": "major", "warning": "minor", "info": "info"}
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from xlamigrate import __version__
 from xlamigrate.catalogue import Catalogue
-from xlamigrate.model import FileError, Finding, LaunchEdge, ScanReport
+from xlamigrate.results import FileError, Finding, LaunchEdge, ScanReport
 
 
 def render(report: ScanReport, catalogue: Catalogue) -> str:

@@ -8,9 +8,9 @@ from typing import Any
 
 from xlamigrate import __version__
 from xlamigrate.kinds.launch import described, split_function
-from xlamigrate.model import RewriteOutcome, RewriteReport
 from xlamigrate.report.json_format import error_json, finding_json, launch_json
 from xlamigrate.report.text_format import error_line, finding_text, joined
+from xlamigrate.results import RewriteOutcome, RewriteReport
 
 
 def render_json(

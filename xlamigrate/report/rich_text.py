@@ -5,7 +5,6 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
-from xlamigrate.model import ScanReport, Severity
 from xlamigrate.report.text_format import (
     FIXABLE,
     INDENT,
@@ -14,6 +13,7 @@ from xlamigrate.report.text_format import (
     is_fixable,
     location,
 )
+from xlamigrate.results import ScanReport, Severity
 
 _STYLES: dict[Severity, str] = {"error": "bold red", "warning": "bold yellow", "info": "bold blue"}
 _LABELS = {"help": "bold cyan", "note": "bold"}

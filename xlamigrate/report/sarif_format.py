@@ -9,7 +9,7 @@ from urllib.parse import quote
 
 from xlamigrate import __version__
 from xlamigrate.catalogue import Catalogue, Rule
-from xlamigrate.model import FileError, Finding, ScanReport, Severity
+from xlamigrate.results import FileError, Finding, ScanReport, Severity
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFORMATION_URI = "https://github.com/xlamigrate/xlamigrate"

@@ -4,8 +4,8 @@ the unsafe ones it fixes only when asked."""
 
 from __future__ import annotations
 
-from xlamigrate.model import ScanReport
 from xlamigrate.report.text_format import FIXABLE
+from xlamigrate.results import ScanReport
 
 
 def summary(report: ScanReport, mode: str) -> str:

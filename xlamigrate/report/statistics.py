@@ -6,7 +6,7 @@ import json
 from collections import Counter
 
 from xlamigrate.catalogue import Catalogue
-from xlamigrate.model import ScanReport
+from xlamigrate.results import ScanReport
 
 
 def render_statistics(report: ScanReport, catalogue: Catalogue, as_json: bool) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xlamigrate.catalogue import Catalogue
-from xlamigrate.model import FileError, Finding, ScanReport
+from xlamigrate.results import FileError, Finding, ScanReport
 
 FIXABLE = "[*]"  # ruff's mark of a finding its fix command fixes (a safe fix)
 INDENT = "  "

@@ -182,7 +182,7 @@ def _project_files(root: Path) -> list[str]:
 
 def _yaml_commands(source: str) -> list[ContainerCommand]:
     from xlamigrate.kinds.yaml.nodes import compose
-    from xlamigrate.kinds.yaml.positions import Positions
+    from xlamigrate.kinds.yaml.nodetext import Positions
     from xlamigrate.kinds.yaml.sites import find_sites
 
     documents = compose(source)

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.kinds.python.planner import LATE_WRITE
-from xlamigrate.model import Finding
 from xlamigrate.request import DEFAULT_MODE, STANDALONE, RewriteRequest
+from xlamigrate.results import Finding
 from xlamigrate.verify import forkserver
 from xlamigrate.verify.compare import (
     PASSING,

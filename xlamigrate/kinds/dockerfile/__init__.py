@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from xlamigrate.kinds import textscan
+from xlamigrate.kinds import textkind
 from xlamigrate.kinds.dockerfile.analysis import analyse, render
 
-KIND = textscan.TextKind(analyse, render)
+KIND = textkind.TextKind(analyse, render)
 scan, rewrite, analyse_file = KIND.scan, KIND.rewrite, KIND.analyse_file

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from functools import partial
 
 from xlamigrate.flagvalue import FlagValue
-from xlamigrate.kinds import textscan
+from xlamigrate.kinds import textkind
 from xlamigrate.kinds.embedded import CannotRender
 from xlamigrate.kinds.ini.settings import (
     EnvironmentSetting,
@@ -23,9 +23,9 @@ from xlamigrate.kinds.ini.settings import (
 )
 from xlamigrate.kinds.textaccess import Problem, TextAccess, TextAnalysis, TextMention
 from xlamigrate.kinds.unread import used_in_string
-from xlamigrate.model import FileResult, RewriteOutcome
 from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING
 from xlamigrate.request import FileTask, RewriteRequest
+from xlamigrate.results import FileResult, RewriteOutcome
 
 _TRACKED_ONLY = frozenset({NEURON_CC_FLAGS, STOCHASTIC_ROUNDING})  # the rewrite's, not flags
 _BY_HAND = (
@@ -171,7 +171,7 @@ def rewrite(task: FileTask, request: RewriteRequest) -> RewriteOutcome:
     return _kind(task.path).rewrite(task, request)
 
 
-def _kind(path: str) -> textscan.TextKind:
+def _kind(path: str) -> textkind.TextKind:
     """Which settings an INI file has depends on its name (tox.ini, setup.cfg, pytest.ini)."""
     file = os.path.basename(path)
-    return textscan.TextKind(partial(analyse_file_text, file), render)
+    return textkind.TextKind(partial(analyse_file_text, file), render)

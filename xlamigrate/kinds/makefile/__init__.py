@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from xlamigrate.flagvalue import FlagValue
-from xlamigrate.kinds import textscan
+from xlamigrate.kinds import textkind
 from xlamigrate.kinds.embedded import CannotRender
 from xlamigrate.kinds.makefile.syntax import Assignment, Expansion, read
 from xlamigrate.kinds.textaccess import Problem, TextAccess, TextAnalysis, TextMention
@@ -102,5 +102,5 @@ def render(syntax: str, name: str, value: str, append: bool = False) -> str:
     raise CannotRender("xlamigrate does not rewrite Makefiles")
 
 
-KIND = textscan.TextKind(analyse, render)
+KIND = textkind.TextKind(analyse, render)
 scan, rewrite = KIND.scan, KIND.rewrite

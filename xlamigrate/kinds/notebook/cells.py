@@ -25,8 +25,8 @@ from xlamigrate.kinds.notebook.magics import CellRole, cell_role
 from xlamigrate.kinds.notebook.mentions import NOT_READ, line_magics, mentions
 from xlamigrate.kinds.notebook.place import Where, in_file, placed
 from xlamigrate.kinds.notebook.shell import launched_scripts, scan_shell, shell_slices
-from xlamigrate.model import FileError, FileResult, Finding, Fix, RewriteOutcome
 from xlamigrate.request import DEFAULT_MODE, FileContext, FileTask, RewriteRequest
+from xlamigrate.results import FileError, FileResult, Finding, Fix, RewriteOutcome
 
 _LOST_MAGIC = (
     "not rewritten: the rewrite would lose a magic line of a cell (apply the findings by hand)"

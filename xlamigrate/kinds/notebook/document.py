@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from xlamigrate.model import FileError
+from xlamigrate.results import FileError
 
 Notebook = dict[str, Any]
 

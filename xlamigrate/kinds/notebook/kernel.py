@@ -18,8 +18,8 @@ from typing import Generic, TypeVar
 
 from xlamigrate.kinds.notebook.escapes import LineEscape, escaped_lines, is_automagic
 from xlamigrate.kinds.python.markers import TOOL_MARKER
-from xlamigrate.model import FileError, FileResult, RewriteOutcome
 from xlamigrate.nesting import nesting_error
+from xlamigrate.results import FileError, FileResult, RewriteOutcome
 
 _CELL_MARKER = TOOL_MARKER + "cell {index}"
 _CELL_MARKER_RE = re.compile(r"^# xlamigrate-cell (\d+)\n?$")

@@ -11,7 +11,7 @@ from xlamigrate.catalogue import Catalogue
 from xlamigrate.findings import MENTION_RULE, mention_finding
 from xlamigrate.kinds.notebook.escapes import escaped_spans
 from xlamigrate.kinds.textaccess import LineIndex, hash_comments
-from xlamigrate.model import Finding
+from xlamigrate.results import Finding
 from xlamigrate.suppression import is_suppressed, parse_suppressions
 
 NOT_READ = "in a `{magic}` cell, which xlamigrate does not read"

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from xlamigrate.kinds.notebook.lines import source_file_lines
-from xlamigrate.model import Finding, Span
+from xlamigrate.results import Finding, Span
 
 Where = Callable[[int], tuple[int, int] | None]  # a line of a part -> (cell, line in the cell)
 

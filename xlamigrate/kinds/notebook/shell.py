@@ -11,8 +11,8 @@ from xlamigrate.catalogue import Catalogue
 from xlamigrate.kinds.notebook.escapes import escaped_spans
 from xlamigrate.kinds.notebook.magics import CellRole
 from xlamigrate.kinds.textaccess import TextAnalysis
-from xlamigrate.model import FileResult
 from xlamigrate.request import FileTask
+from xlamigrate.results import FileResult
 
 Slice = tuple[int, int, tuple[str, ...]]  # start, end in the cell, host encodings
 
@@ -42,7 +42,7 @@ def scan_shell(
     from xlamigrate.kinds.embedded import Embedded
     from xlamigrate.kinds.shell.analysis import analyse_source
     from xlamigrate.kinds.shell.render import render
-    from xlamigrate.kinds.textscan import TextKind, scan_text
+    from xlamigrate.kinds.textkind import TextKind, scan_text
 
     def analyse(text: str, names: frozenset[str]) -> TextAnalysis:
         parts = [

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from xlamigrate.model import Span
+from xlamigrate.results import Span
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 

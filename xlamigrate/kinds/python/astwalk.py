@@ -33,7 +33,7 @@ from xlamigrate.kinds.python.envraw import (
     RawAccess,
     Receiver,
 )
-from xlamigrate.model import Access, Target
+from xlamigrate.results import Access, Target
 
 
 @dataclass(frozen=True)

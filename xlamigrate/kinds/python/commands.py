@@ -18,7 +18,7 @@ from xlamigrate.catalogue import Catalogue
 from xlamigrate.findings import MENTION_RULE, access_findings, mention_finding
 from xlamigrate.kinds.embedded import Embedded
 from xlamigrate.kinds.textaccess import LineIndex, hash_comments
-from xlamigrate.model import Finding
+from xlamigrate.results import Finding
 from xlamigrate.suppression import is_suppressed, parse_suppressions
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ from typing import Any
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.findings import MENTION_RULE, access_findings
 from xlamigrate.kinds.python.envaccess import EnvAccess, EnvAccessAnalysis, FlagMention
-from xlamigrate.model import Finding, Span
+from xlamigrate.results import Finding, Span
 
 _MENTION_PHRASE = {
     "string": "{variable} named in a string",

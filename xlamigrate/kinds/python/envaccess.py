@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from xlamigrate.kinds.python.astwalk import DictItem
 
 from xlamigrate.flagvalue import FlagValue
-from xlamigrate.model import Access, Target
+from xlamigrate.results import Access, Target
 
 Form = Literal[
     "subscript", "setdefault", "update", "get", "pop", "del", "in", "getenv", "putenv",

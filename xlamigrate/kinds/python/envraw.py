@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from xlamigrate.kinds.python.envaccess import Form
-from xlamigrate.model import Access, Target
+from xlamigrate.results import Access, Target
 
 ENVIRON = "os.environ"
 # Calls whose first argument is a shell command line: always, or with `shell=True`.

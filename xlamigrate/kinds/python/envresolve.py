@@ -28,7 +28,7 @@ from xlamigrate.kinds.python.envraw import (
     RawAccess,
     Receiver,
 )
-from xlamigrate.model import Access, Target
+from xlamigrate.results import Access, Target
 
 
 def resolve_walk(walk: AstEnvWalker) -> EnvAccessAnalysis:

@@ -23,8 +23,8 @@ from xlamigrate.kinds.python.detect import classified
 from xlamigrate.kinds.python.envaccess import EnvAccess, EnvAccessAnalysis, FlagMention
 from xlamigrate.kinds.python.envanalysis import analyse_env_accesses
 from xlamigrate.kinds.python.source import PythonFile
-from xlamigrate.model import Finding, Fix, Span
 from xlamigrate.request import STANDALONE, FileContext
+from xlamigrate.results import Finding, Fix, Span
 from xlamigrate.suppression import finding_suppressed, parse_suppressions
 
 if TYPE_CHECKING:

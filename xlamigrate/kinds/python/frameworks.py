@@ -19,8 +19,8 @@ from xlamigrate.catalogue import Catalogue
 from xlamigrate.frameworktable import FrameworkTable, Knob, Releases, framework_table
 from xlamigrate.kinds.python.astscopes import Scope, Scopes, last_name
 from xlamigrate.kinds.python.source import PythonFile
-from xlamigrate.model import Finding
 from xlamigrate.request import FileContext
+from xlamigrate.results import Finding
 
 RULE = "XM104"
 _PLATFORM_WORDS = {"tpu": "TPU", "neuron": "Neuron"}

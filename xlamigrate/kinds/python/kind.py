@@ -7,8 +7,8 @@ import importlib
 
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.kinds.textaccess import TextAnalysis
-from xlamigrate.model import FileResult, RewriteOutcome
 from xlamigrate.request import FileTask, RewriteRequest
+from xlamigrate.results import FileResult, RewriteOutcome
 
 _TASK_MODULES = {
     "scan": "xlamigrate.kinds.python.scan",

@@ -25,8 +25,8 @@ from xlamigrate.kinds.python.envaccess import FlagMention
 from xlamigrate.kinds.python.launchcalls import LaunchWrite, Pairs, launch_writes
 from xlamigrate.kinds.textaccess import Branch, LaunchSite, TextAccess, TextAnalysis
 from xlamigrate.launchtable import launch_table
-from xlamigrate.model import Span
 from xlamigrate.request import FileContext
+from xlamigrate.results import Span
 
 FORM = "launch-api"  # the form of these writes (the Python rewrite renames their key)
 

@@ -22,7 +22,7 @@ from xlamigrate.kinds.python.astscopes import Scope, Scopes, last_name
 from xlamigrate.kinds.python.envaccess import EnvAccess, FlagMention
 from xlamigrate.kinds.python.frameworks import aliases
 from xlamigrate.launchtable import LaunchApi, LaunchTable, launch_table
-from xlamigrate.model import Finding
+from xlamigrate.results import Finding
 
 Pairs = list[tuple[EnvAccess | FlagMention, Finding]]
 _Binding = tuple[int, str]  # (id of the scope that binds the name, the name)

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from xlamigrate.kinds.python.astscopes import Scopes, last_name
 from xlamigrate.kinds.python.envaccess import EnvAccess, FlagMention
-from xlamigrate.model import Finding
+from xlamigrate.results import Finding
 
 Pairs = list[tuple[EnvAccess | FlagMention, Finding]]
 _ENVIRON_STORES = frozenset({"os.environ.update", "os.environ.setdefault"})

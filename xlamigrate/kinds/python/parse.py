@@ -6,7 +6,7 @@ import ast
 
 import libcst as cst
 
-from xlamigrate.model import FileError
+from xlamigrate.results import FileError
 
 _FAILURES = (cst.ParserSyntaxError, SyntaxError, UnicodeDecodeError, LookupError, ValueError)
 

@@ -57,7 +57,6 @@ from xlamigrate.kinds.python.training import (
     keyword_added,
 )
 from xlamigrate.masterweights import MasterWeightsOption, master_weights_option
-from xlamigrate.model import Finding, Fix, Span
 from xlamigrate.modelowners import model_owner
 from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING, merge_auto_cast_none
 from xlamigrate.optimizer_facts import UNWRAPPABLE
@@ -65,6 +64,7 @@ from xlamigrate.optimizerfactories import OptimizerFactory, Zero1Switch, optimiz
 from xlamigrate.project.model import Configuration, ScriptRecipe
 from xlamigrate.recipes import EnvironmentEdits
 from xlamigrate.request import FileContext, RewriteRequest
+from xlamigrate.results import Finding, Fix, Span
 
 _Item = TypeVar("_Item")
 RUNTIME = "xlamigrate_runtime"

@@ -33,8 +33,8 @@ from xlamigrate.kinds.python.flagtests import (
     enclosing_expression,
 )
 from xlamigrate.kinds.python.training import Block, TrainingScript, collect_nodes
-from xlamigrate.model import Finding, Fix
 from xlamigrate.project.model import Configuration, ScriptRecipe
+from xlamigrate.results import Finding, Fix
 
 Resolution = Literal["signal", "collapse", "unchanged", "manual"]
 Branch = Block | ast.expr  # an `if`'s body or else, a conditional expression's

@@ -31,11 +31,11 @@ from xlamigrate.kinds.python.planner import (
 from xlamigrate.kinds.python.source import PythonFile, parse_failure, parsed_python
 from xlamigrate.kinds.python.training import Line, Statement, TrainingScript
 from xlamigrate.kinds.python.xlaapis import ApiEdits, ApiFinding
-from xlamigrate.model import FileError, Finding, RewriteOutcome
 from xlamigrate.nesting import too_deep
 from xlamigrate.neuronflags import RECIPE_VARIABLES
 from xlamigrate.recipes import MODES as MODES
 from xlamigrate.request import FileContext, FileTask, RewriteRequest
+from xlamigrate.results import FileError, Finding, RewriteOutcome
 
 
 def rewrite_python(task: FileTask, request: RewriteRequest) -> RewriteOutcome:

@@ -25,9 +25,9 @@ from xlamigrate.kinds.python.filefindings import (
     reported,
 )
 from xlamigrate.kinds.python.source import PythonFile, parse_failure, parsed_python
-from xlamigrate.model import FileResult, Finding
 from xlamigrate.neuronflags import RECIPE_VARIABLES
 from xlamigrate.request import FileContext, FileTask
+from xlamigrate.results import FileResult, Finding
 
 if TYPE_CHECKING:
     from xlamigrate.kinds.python.training import TrainingScript

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from xlamigrate.kinds.python.astpositions import SourceLines
 from xlamigrate.kinds.python.astscopes import Scopes
-from xlamigrate.model import FileError
+from xlamigrate.results import FileError
 
 
 @dataclass(frozen=True)

@@ -23,10 +23,10 @@ from typing import TypeVar
 from xlamigrate.kinds.python.astpositions import SourceLines
 from xlamigrate.kinds.python.astscopes import Scope, Scopes
 from xlamigrate.kinds.python.astwalk import DictItem
-from xlamigrate.model import Span
 from xlamigrate.modelowners import ModelOwner, model_owner, step_methods
 from xlamigrate.nesting import MAX_NESTING
 from xlamigrate.optimizerfactories import model_builders, optimizer_factory, train_steps
+from xlamigrate.results import Span
 
 COMPOUND = (
     ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.TryStar,

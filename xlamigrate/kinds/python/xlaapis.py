@@ -31,7 +31,7 @@ from xlamigrate.catalogue import Catalogue
 from xlamigrate.kinds.python.astscopes import Scope, Scopes, last_name
 from xlamigrate.kinds.python.source import PythonFile
 from xlamigrate.kinds.python.versionchecks import Branch, Releases, VersionChecks
-from xlamigrate.model import Applicability, Finding
+from xlamigrate.results import Applicability, Finding
 
 # (as kinds/python/imports.py names them; that module loads libcst, which a scan never does)
 Needed = tuple[str, str | None]  # (module, name): `import module` / `from module import name`

@@ -17,8 +17,8 @@ from xlamigrate.kinds.shell.auto_cast import auto_cast_none_edits
 from xlamigrate.kinds.shell.syntax import Node
 from xlamigrate.kinds.shell.words import literal
 from xlamigrate.kinds.textaccess import TextAccess, TextEdit, line_removal
-from xlamigrate.model import Access, Applicability
 from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING
+from xlamigrate.results import Access, Applicability
 
 if TYPE_CHECKING:
     from xlamigrate.kinds.shell.analysis import ScriptReader

@@ -6,22 +6,22 @@ from __future__ import annotations
 
 from functools import partial
 
-from xlamigrate.kinds import textscan
+from xlamigrate.kinds import textkind
 from xlamigrate.kinds.textaccess import TextAnalysis
 from xlamigrate.kinds.yaml.analysis import analyse, render
-from xlamigrate.model import FileResult, RewriteOutcome
 from xlamigrate.nxdttable import nxdt_table
 from xlamigrate.recipes import DEFAULT_MODE
 from xlamigrate.request import FileContext, FileTask, RewriteRequest
+from xlamigrate.results import FileResult, RewriteOutcome
 
-KIND = textscan.TextKind(analyse, render)
+KIND = textkind.TextKind(analyse, render)
 analyse_file = KIND.analyse_file
 
 
-def _kind(mode: str, context: FileContext | None) -> textscan.TextKind:
+def _kind(mode: str, context: FileContext | None) -> textkind.TextKind:
     """The kind worded for `mode`, and for the NxDT release the project pins."""
     floor = nxdt_table().floor(context.frameworks) if context is not None else None
-    return textscan.TextKind(partial(analyse, mode=mode, nxdt_floor=floor), render)
+    return textkind.TextKind(partial(analyse, mode=mode, nxdt_floor=floor), render)
 
 
 def scan(task: FileTask, analysis: TextAnalysis | None = None) -> FileResult:

@@ -12,7 +12,7 @@ from xlamigrate.apitable import Version
 from xlamigrate.flagvalue import FlagValue, torch_xla_enabled
 from xlamigrate.kinds.textaccess import TextAccess, TextEdit
 from xlamigrate.kinds.yaml.nodes import Node, fields, is_null, is_string, text
-from xlamigrate.kinds.yaml.positions import Positions
+from xlamigrate.kinds.yaml.nodetext import Positions
 from xlamigrate.nxdttable import NxdtTable, NxdtType, nxdt_table
 
 FRAMEWORK_RULE = "XM105"

@@ -15,7 +15,7 @@ from xlamigrate.flagvalue import FlagValue
 from xlamigrate.kinds.embedded import Embedded
 from xlamigrate.kinds.launch import Launch
 from xlamigrate.kinds.textaccess import Problem, TextAccess, TextEdit, TextMention
-from xlamigrate.kinds.yaml.positions import Positions
+from xlamigrate.kinds.yaml.nodetext import Positions
 from xlamigrate.kinds.yaml.scalar import read_alone, scalar_source
 from xlamigrate.kinds.yaml.sites import Script, Site
 

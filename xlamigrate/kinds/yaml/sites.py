@@ -22,7 +22,7 @@ from xlamigrate.kinds.launch import (
 )
 from xlamigrate.kinds.textaccess import TextEdit
 from xlamigrate.kinds.yaml.nodes import Node, fields, is_list, is_null, is_string, text
-from xlamigrate.kinds.yaml.positions import Positions
+from xlamigrate.kinds.yaml.nodetext import Positions
 
 # Who reads the text before the shell does: compose interpolates `${VAR}` and Kubernetes expands
 # `$(VAR)` in command/args, both writing a `$` as `$$` (the dialect names its encoding).

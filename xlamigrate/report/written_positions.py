@@ -6,7 +6,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import replace
 
-from xlamigrate.model import Finding, RewriteOutcome, Span
+from xlamigrate.results import Finding, RewriteOutcome, Span
 
 
 def as_written(outcome: RewriteOutcome) -> tuple[Finding, ...]:

@@ -22,10 +22,10 @@ from xlamigrate.kinds.textaccess import (
     hash_comments,
     runs_with,
 )
-from xlamigrate.model import FileError, FileResult, Finding, RewriteOutcome
 from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING, merge_auto_cast_none
 from xlamigrate.project.launchers import copies_a_switch, is_enabling
 from xlamigrate.request import FileContext, FileTask, RewriteRequest
+from xlamigrate.results import FileError, FileResult, Finding, RewriteOutcome
 from xlamigrate.suppression import finding_suppressed, parse_suppressions
 from xlamigrate.xlavariables import variable_findings, variable_names
 
