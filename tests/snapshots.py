@@ -233,6 +233,15 @@ def project_tree(case: Path, mode: str) -> dict[str, bytes]:
     return {**tree(case / "before"), **dict(files)}
 
 
+def write_tree(files: dict[str, bytes], folder: Path) -> Path:
+    """The files (a `tree` or a `project_tree`) written under `folder`."""
+    for name, data in files.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    return folder
+
+
 def case_name(path: Path) -> str:
     return path.name.removesuffix(path.suffix)
 

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import snapshots
 from tests.conftest import FIXTURES
 from xlamigrate.kinds.python.rewrite import MODES
 
@@ -82,7 +83,10 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, bool], dic
     def run(job: tuple[str, bool]) -> dict[str, object]:
         variant, signal = job
         folder = root / f"{variant}-{signal}"
-        shutil.copytree(CASE / variant, folder)
+        if variant == "before":
+            shutil.copytree(CASE / variant, folder)
+        else:
+            snapshots.write_tree(snapshots.project_tree(CASE, variant), folder)
         return train(folder, signal)
 
     with ThreadPoolExecutor(max_workers=2) as pool:  # two cores
