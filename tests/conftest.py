@@ -15,6 +15,22 @@ from xlamigrate.request import FileContext
 # (its assertions explain themselves: the snapshot and what the engine gives, side by side)
 pytest.register_assert_rewrite("tests.snapshots")
 
+# The torch-xla runs the tests start compile for the CPU without LLVM's optimisations: their
+# programs are tiny, compiling is most of a run's time (a verify of four runs costs 40% less
+# CPU), and every run a test compares with another is compiled the same way. The results are
+# the same to a few ulps. Every process the tests start inherits it (a test that drops the
+# legacy XLA_* flags from its runs' environment keeps this one).
+FAST_COMPILE = "--xla_backend_optimization_level=0"
+if FAST_COMPILE not in os.environ.get("XLA_FLAGS", "").split():
+    os.environ["XLA_FLAGS"] = " ".join(filter(None, (os.environ.get("XLA_FLAGS"), FAST_COMPILE)))
+
+
+def environment_without(*prefixes: str) -> dict[str, str]:
+    """This process's environment without the variables of these prefixes (a run's legacy
+    XLA_* flags, say), XLA_FLAGS kept."""
+    return {k: v for k, v in os.environ.items() if k == "XLA_FLAGS" or not k.startswith(prefixes)}
+
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 # A file rewritten on its own, as if every process it starts ran a script of the project that

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
 
-from tests.conftest import ROOT, needs_torch_xla_platform
+from tests.conftest import ROOT, environment_without, needs_torch_xla_platform
 from xlamigrate.apitable import api_table
 from xlamigrate.catalogue import load_catalogue
 from xlamigrate.ruletext import fix_summary
@@ -52,7 +51,7 @@ def _without_plot_and_numbers(lines: list[str]) -> list[str]:
 def test_readme_verify_example_is_what_verify_prints() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     block = readme.split(f"$ {VERIFY_COMMAND}\n", 1)[1].split("```", 1)[0]
-    env = {key: value for key, value in os.environ.items() if not key.startswith("XLA_")}
+    env = environment_without("XLA_")
     result = subprocess.run(
         [sys.executable, "-m", "xlamigrate.cli", *VERIFY_COMMAND.split()[1:]],
         cwd=ROOT, capture_output=True, text=True, env=env, timeout=300,

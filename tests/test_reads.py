@@ -6,7 +6,6 @@ The whole-project behaviour is tests/fixtures/projects/reads_three_ways."""
 from __future__ import annotations
 
 import ast
-import os
 import subprocess
 import sys
 import textwrap
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import environment_without
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.engine import rewrite_source, scan_source
 from xlamigrate.kinds.python.envanalysis import analyse_env_accesses
@@ -431,7 +431,7 @@ def test_a_script_that_sets_the_flag_itself_reads_the_signal_where_and_when_it_w
     assert fixes == [(6, "manual"), (10, "safe"), (10, "safe"), (22, "safe"), (24, "safe")]
     (tmp_path / "before.py").write_text(SELF_SETTING)
     (tmp_path / "after.py").write_text(migrated)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("XLA_", "BF16_RECIPE"))}
+    env = environment_without("XLA_", "BF16_RECIPE")
     for precision, dtype in (("bf16", "bfloat16"), ("mixed", "bfloat16"), ("fp32", "float32")):
         printed = []
         for script in ("before.py", "after.py"):

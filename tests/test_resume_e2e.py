@@ -11,7 +11,6 @@ legacy run. Every run is a subprocess (torch-xla never loads in pytest's process
 from __future__ import annotations
 
 import json
-import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests import snapshots
-from tests.conftest import needs_torch_xla_platform
+from tests.conftest import environment_without, needs_torch_xla_platform
 from tests.test_rewrite_e2e import LOSS_RTOL, PARAM_DTYPE
 from tests.xla_children import run_python
 from xlamigrate.kinds.python.rewrite import MODES
@@ -30,7 +29,7 @@ CASE = "tied_lm_resume"
 
 
 def run(script: Path, checkpoint: Path) -> dict[str, Any]:
-    env = {key: value for key, value in os.environ.items() if not key.startswith("XLA_")}
+    env = environment_without("XLA_")
     env["PJRT_DEVICE"] = "CPU"
     result = run_python([str(script), str(checkpoint)], script.parent, env, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]

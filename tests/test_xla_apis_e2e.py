@@ -14,7 +14,6 @@ Every run is its own interpreter (torch-xla never loads in pytest's process), tw
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -25,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES, needs_torch_xla_platform
+from tests.conftest import FIXTURES, environment_without, needs_torch_xla_platform
 from tests.test_rewrite_e2e import LEGACY_NOTICE, LOSS_RTOL
 from tests.test_verify_e2e import verify_json
 from tests.xla_children import run_python
@@ -57,7 +56,7 @@ class Run:
 
 
 def _environment() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("XLA_", "PJRT_"))}
+    env = environment_without("XLA_", "PJRT_")
     env["PJRT_DEVICE"] = "CPU"
     return env
 
