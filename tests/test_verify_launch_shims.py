@@ -12,7 +12,12 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import needs_torch_xla_platform
-from xlamigrate.verify.launcher import LAUNCH_LOG, install_launch_shims, launch_lines
+from xlamigrate.verify.launcher import (
+    LAUNCH_LOG,
+    copy_project,
+    install_launch_shims,
+    launch_lines,
+)
 
 pytestmark = pytest.mark.skipif(shutil.which("sh") is None, reason="the shims are sh scripts")
 
@@ -117,3 +122,31 @@ def test_a_launcher_that_fails_before_it_launches_is_reported_so(tmp_path: Path)
     assert f"original: NO REFERENCE: {reason}" in result.stdout
     assert "no dataset here" in result.stdout  # its stderr, shown
     assert "0 equivalent, 0 divergent, 1 failed" in result.stderr
+
+
+def test_the_copy_verify_migrates_links_to_its_own_files_and_copies_what_lies_outside(
+    tmp_path: Path,
+) -> None:
+    """A project that links a script shared with another (`train.py -> ../shared/train.py`)
+    runs in the copy as it does in place, and a link into the project, absolute or relative,
+    leads to the copy's file: the migration of the copy never writes the original."""
+    shared = tmp_path / "shared" / "train.py"
+    shared.parent.mkdir()
+    shared.write_text("print('trained')\n")
+    root = tmp_path / "project"
+    (root / "data").mkdir(parents=True)
+    (root / "data" / "config.txt").write_text("steps=2\n")
+    (root / "train.py").symlink_to("../shared/train.py")
+    (root / "config.txt").symlink_to(root / "data" / "config.txt")  # absolute, into the project
+    (root / "same.txt").symlink_to("data/config.txt")
+    (root / "gone.txt").symlink_to("missing.txt")
+    copy = tmp_path / "work" / "full-bf16" / "project"
+    copy_project(root, copy)
+    assert not (copy / "train.py").is_symlink()
+    assert (copy / "train.py").read_text() == "print('trained')\n"
+    assert os.readlink(copy / "config.txt") == os.path.join("data", "config.txt")
+    assert os.readlink(copy / "same.txt") == os.path.join("data", "config.txt")
+    assert os.readlink(copy / "gone.txt") == "missing.txt"
+    (copy / "config.txt").write_text("steps=3\n")  # what a rewrite of the link does
+    assert (copy / "data" / "config.txt").read_text() == "steps=3\n"
+    assert (root / "data" / "config.txt").read_text() == "steps=2\n"

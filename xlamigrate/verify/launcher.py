@@ -121,7 +121,7 @@ def migrated_copy(launcher: Path, mode: str, work: Path, target: str) -> Launche
     findings left for manual work, still gives a copy to run)."""
     root = project_root(launcher)
     copy = work / mode / root.name
-    shutil.copytree(root, copy, symlinks=True, ignore=shutil.ignore_patterns(*_NOT_COPIED))
+    copy_project(root, copy)
     completed = subprocess.run(
         [sys.executable, "-m", "xlamigrate.cli", "rewrite", "--mode", mode, "--target", target,
          "."],
@@ -134,6 +134,32 @@ def migrated_copy(launcher: Path, mode: str, work: Path, target: str) -> Launche
     cwd = copy / here.relative_to(root) if inside else copy
     migrated = copy / launcher.relative_to(root)
     return LauncherCopy(mode, migrated, cwd, completed.stdout + completed.stderr, copy)
+
+
+def copy_project(root: Path, copy: Path) -> None:
+    """The project at `copy`, for a migration that must not reach the original. A link to a
+    file or folder of the project becomes a link to its copy, relative as links in a tree are
+    (the rewrite edits a link's target and keeps the link, as in the project); a link that
+    leads out of the project is replaced by a copy of what it leads to, so the copy runs as
+    the project does. Nothing the migration writes in `copy` lands outside it (an absolute
+    link into the project would have led back to the original)."""
+    shutil.copytree(root, copy, symlinks=True, ignore=shutil.ignore_patterns(*_NOT_COPIED))
+    project = root.resolve()
+    for folder, folders, files in os.walk(copy):
+        for name in [*folders, *files]:
+            link = Path(folder) / name
+            if not link.is_symlink():
+                continue
+            target = (root / link.relative_to(copy)).resolve()
+            link.unlink()
+            if target == project or project in target.parents:
+                link.symlink_to(os.path.relpath(copy / target.relative_to(project), link.parent))
+            elif target.is_dir():
+                shutil.copytree(target, link, ignore=shutil.ignore_patterns(*_NOT_COPIED))
+            elif target.exists():
+                shutil.copy2(target, link)
+            else:  # a dangling link stays as the project has it
+                link.symlink_to(os.readlink(root / link.relative_to(copy)))
 
 
 def run_wrapped(name: str, arguments: list[str]) -> None:
