@@ -217,8 +217,8 @@ def test_a_later_copy_wins_and_a_stage_copied_from_is_not_the_context() -> None:
     )
     assert image.workdir == "/srv"
     files = {"a.py", "b.py", "c.py"}
-    assert image.source_of("/srv/b.py", files.__contains__, lambda _: False) == "b.py"
-    assert image.source_of("/app/train.py", files.__contains__, lambda _: False) is None
+    assert image.lookup("/srv/b.py", files.__contains__, lambda _: False)[0] == "b.py"
+    assert image.lookup("/app/train.py", files.__contains__, lambda _: False)[0] is None
 
 
 def test_a_shell_launcher_names_no_file_by_its_ending(project: Path) -> None:

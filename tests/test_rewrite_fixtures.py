@@ -86,13 +86,17 @@ def test_rewritten_fixture_parses_and_is_a_fixed_point(
     assert again.errors == ()
 
 
-def test_every_snapshot_reads_back_as_written() -> None:
+def test_every_snapshot_reads_back_as_written(update_snapshots: bool) -> None:
+    if update_snapshots:
+        pytest.skip("snapshots are being written (a new case's are empty until then)")
     for path in sorted(snapshots.CASES.glob("*.snap")):
         data = path.read_bytes()
         assert snapshots.parse(data).render() == data, path.name
 
 
-def test_every_snapshot_belongs_to_a_case() -> None:
+def test_every_snapshot_belongs_to_a_case(update_snapshots: bool) -> None:
+    if update_snapshots:
+        pytest.skip("snapshots are being written (a new case's are empty until then)")
     commands = {snapshots.SCAN, *MODES}
     for path in sorted(snapshots.CASES.glob("*.snap")):
         case, command = path.name.removesuffix(".snap").rsplit(".", 1)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar, cast
+from typing import TYPE_CHECKING, TypedDict, TypeVar, Unpack, cast
 
 from xlamigrate import decidedcache, kinds
 from xlamigrate.cache import MISS, RunCache, open_for_run
@@ -80,33 +80,66 @@ class _Job:
     analysis: TextAnalysis | None = None  # a launcher's, made for the project already
 
 
+class RunOptions(TypedDict, total=False):
+    """How a scan or a rewrite runs; what it finds is the same whatever they are.
+    `jobs`: worker processes (None: one per core, where the files are worth a pool);
+    `discovery`: the named paths', where the caller made it; `use_cache`: reuse what earlier
+    runs found for unchanged files (cache.py); `selection`: the files named, where the caller
+    made it; `overlay`: files (by display path) read as these bytes, not as on disk (an
+    editor's buffer, `--stdin-filename`)."""
+
+    jobs: int | None
+    discovery: Discovery | None
+    progress: Progress
+    use_cache: bool
+    selection: Selection | None
+    overlay: Mapping[str, bytes] | None
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What a scan and a rewrite start from: the files named within the project, the rules
+    enabled, the run's cache, and the flagged files read."""
+
+    selection: Selection
+    enabled: frozenset[str]
+    cache: RunCache | None
+    read: _Read
+    jobs: int | None
+    progress: Progress
+
+    @classmethod
+    def start(
+        cls, paths: Sequence[Path], settings: Settings, catalogue: Catalogue, run: RunOptions
+    ) -> _Run:
+        use_cache = run.get("use_cache", False)
+        selection = run.get("selection") or select(
+            paths, settings, run.get("discovery"), use_cache=use_cache
+        )
+        enabled = catalogue.select(settings.select, settings.ignore)
+        cache = open_for_run(settings, enabled) if use_cache else None
+        read = _flagged_files(
+            selection.project, catalogue, enabled, cache, run.get("overlay") or {}
+        )
+        return cls(selection, enabled, cache, read, run.get("jobs"), run.get("progress", SILENT))
+
+
 def scan_paths(
-    paths: Sequence[Path],
-    settings: Settings,
-    catalogue: Catalogue,
-    jobs: int | None = None,
-    discovery: Discovery | None = None,
-    progress: Progress = SILENT,
-    use_cache: bool = False,
-    selection: Selection | None = None,
-    overlay: Mapping[str, bytes] | None = None,
+    paths: Sequence[Path], settings: Settings, catalogue: Catalogue, **run: Unpack[RunOptions]
 ) -> ScanReport:
     """Scans the named files (and those under named folders) as part of the project below
     `settings.root`: its launch graph is built over all of it, so a file gets the findings a
-    scan of the whole root gives it, whatever else is named (`discovery`: the named paths').
-    `overlay`: files (by display path) read as these bytes, not as on disk (an editor's
-    buffer, `--stdin-filename`).
-    With `use_cache`, what earlier runs found for unchanged files is reused (cache.py)."""
-    selection = selection or select(paths, settings, discovery, use_cache=use_cache)
-    discovery, selected = selection.project, selection.displays
-    enabled = catalogue.select(settings.select, settings.ignore)
-    cache = open_for_run(settings, enabled) if use_cache else None
-    read = _flagged_files(discovery, catalogue, enabled, cache, overlay or {})
+    scan of the whole root gives it, whatever else is named (how it runs: `RunOptions`)."""
+    started = _Run.start(paths, settings, catalogue, run)
+    selection, enabled, cache, read = (
+        started.selection, started.enabled, started.cache, started.read
+    )  # fmt: skip
+    discovery, selected, progress = selection.project, selection.displays, started.progress
     # The launchers' findings say what `rewrite` (in the configured mode) would do with them.
     request = RewriteRequest(settings.mode or DEFAULT_MODE, target=settings.target)
-    with _Workers(jobs, read.kinds, cache) as workers:
+    with _Workers(started.jobs, read.kinds, cache) as workers:
         pins = _pins(settings, cache)
-        reuse = not overlay and not read.unreadable
+        reuse = not run.get("overlay") and not read.unreadable
         decided = _decided(
             discovery, settings, catalogue, request, workers, read, enabled, pins, reuse
         )
@@ -139,12 +172,7 @@ def rewrite_paths(
     settings: Settings,
     catalogue: Catalogue,
     request: RewriteRequest,
-    jobs: int | None = None,
-    discovery: Discovery | None = None,
-    progress: Progress = SILENT,
-    use_cache: bool = False,
-    selection: Selection | None = None,
-    overlay: Mapping[str, bytes] | None = None,
+    **run: Unpack[RunOptions],
 ) -> RewriteReport:
     """Plans the rewrite of every flagged file named (or under a named folder) and of every
     script of them a launcher of the project starts with a legacy flag; writes nothing (the
@@ -154,13 +182,13 @@ def rewrite_paths(
     script it reaches, so a script whose recipe cannot go in whole is planned again without
     it, and the writes that reach it stay. A launcher's write, the scripts it reaches and the
     modules they import change together: where some of them are not selected, none does."""
-    selection = selection or select(paths, settings, discovery, use_cache=use_cache)
-    discovery, selected = selection.project, selection.displays
-    enabled = catalogue.select(settings.select, settings.ignore)
-    cache = open_for_run(settings, enabled) if use_cache else None
-    read = _flagged_files(discovery, catalogue, enabled, cache, overlay or {})
+    started = _Run.start(paths, settings, catalogue, run)
+    selection, enabled, cache, read = (
+        started.selection, started.enabled, started.cache, started.read
+    )  # fmt: skip
+    discovery, selected, progress = selection.project, selection.displays, started.progress
     work, unreadable = read.work(), _about(read.unreadable, selection)
-    with _Workers(jobs, read.kinds, cache) as workers:
+    with _Workers(started.jobs, read.kinds, cache) as workers:
         layout = _Layout.of(
             work, discovery, settings, catalogue, request, workers, read.kept, enabled
         )

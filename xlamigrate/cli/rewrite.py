@@ -118,10 +118,10 @@ def run(args: Namespace) -> int:
             settings,
             catalogue,
             request,
-            args.jobs or None,
-            discovery,
-            progress,
-            use_cache,
+            jobs=args.jobs or None,
+            discovery=discovery,
+            progress=progress,
+            use_cache=use_cache,
             selection=selection,
         )
     for skipped in discovery.skipped:

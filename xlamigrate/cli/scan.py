@@ -81,10 +81,10 @@ def run(args: Namespace) -> int:
                 targets,
                 settings,
                 catalogue,
-                args.jobs or None,
-                discovery,
-                progress,
-                use_cache,
+                jobs=args.jobs or None,
+                discovery=discovery,
+                progress=progress,
+                use_cache=use_cache,
                 selection=selection,
             )
     if args.statistics:

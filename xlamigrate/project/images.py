@@ -51,20 +51,6 @@ class Image:
             return None
         return posixpath.normpath(posixpath.join(self.workdir, path))
 
-    def source_of(
-        self,
-        path: str,
-        is_file: Exists,
-        is_folder: Exists,
-        context: str | None = None,
-        ignore: DockerIgnore | None = None,
-    ) -> str | None:
-        """The project file (display path) the image's absolute `path` holds: the last COPY
-        that puts a file of the build `context` there, not left out by its `ignore` file.
-        Without a context, the Dockerfile's folder, or the nearest folder above it that holds
-        every source its copies name."""
-        return self.lookup(path, is_file, is_folder, context, ignore)[0]
-
     def lookup(
         self,
         path: str,
@@ -73,8 +59,11 @@ class Image:
         context: str | None = None,
         ignore: DockerIgnore | None = None,
     ) -> tuple[str | None, str | None]:
-        """(the file at `path`, as `source_of`; a file a COPY would put there that the ignore
-        file leaves out of the context, where that is all there is)."""
+        """(The project file, by display path, the image's absolute `path` holds: the last COPY
+        that puts a file of the build `context` there, not left out by its `ignore` file; a
+        file a COPY would put there that the ignore file leaves out of the context, where that
+        is all there is.) Without a context, the Dockerfile's folder, or the nearest folder
+        above it that holds every source its copies name."""
         context = self.context(is_file, is_folder) if context is None else context
         left_out = None
         for copy in reversed(self.copies):
