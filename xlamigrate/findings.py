@@ -20,9 +20,12 @@ from xlamigrate.results import (
     Target,
 )
 
-READ_RULE = "XM201"
-DELETE_RULE = "XM202"
-MENTION_RULE = "XM301"
+LEGACY_FLAG_READ = "XM201"
+LEGACY_FLAG_DELETE = "XM202"
+LEGACY_FLAG_NAMED = "XM301"
+# The manual findings of a recipe step a Python script and a launcher both leave.
+WRITE_NOT_REMOVABLE = "XM404"
+LEGACY_FLAG_STAYS_WITH_AUTOCAST = "XM405"
 
 _TARGET_PHRASE = {
     "process": "",
@@ -71,7 +74,7 @@ def mention_finding(
 ) -> Finding:
     """A flag's name xlamigrate cannot follow (XM301): `where` says what holds it."""
     return manual_finding(
-        catalogue, MENTION_RULE, path, span, f"{variable} named {where}", variable=variable
+        catalogue, LEGACY_FLAG_NAMED, path, span, f"{variable} named {where}", variable=variable
     )
 
 
@@ -117,7 +120,7 @@ def _access_finding(
     if access.kind == "write":
         code = getattr(access, "rule", None) or catalogue.flags[access.variable].write_rule
     else:
-        code = READ_RULE if access.kind == "read" else DELETE_RULE
+        code = LEGACY_FLAG_READ if access.kind == "read" else LEGACY_FLAG_DELETE
     rule = catalogue.rule(code)
     subject = _subject(access, first_writes) + getattr(access, "note", "")
     launched = getattr(access, "launched", ())

@@ -15,6 +15,7 @@ from typing import Any
 from xlamigrate.apitable import Version
 from xlamigrate.rulesdata import FRAMEWORKS_FILE, CatalogueError, read_toml, rules_directory
 
+FRAMEWORK_OPTION_SETS_LEGACY_FLAG = "XM104"  # the rule the table's options are reported under
 _XLA = ("call", "keywords", "file")
 Literal = str | int | float | bool
 

@@ -11,13 +11,16 @@ from collections.abc import Iterable
 from xlamigrate import kinds
 from xlamigrate.apitable import api_table
 from xlamigrate.catalogue import Catalogue
-from xlamigrate.frameworktable import FrameworkTable, framework_table
+from xlamigrate.frameworktable import (
+    FRAMEWORK_OPTION_SETS_LEGACY_FLAG,
+    FrameworkTable,
+    framework_table,
+)
 from xlamigrate.kinds.unreadtable import UNREAD_KINDS
 from xlamigrate.xlavariables import variable_names
 
 _API_KINDS = frozenset({"python", "notebook"})  # where torch-xla APIs are called
 _UNREAD = frozenset(kind.name for kind in UNREAD_KINDS)
-_XM104 = "XM104"  # a framework's option that sets a legacy flag (rules/frameworks.toml)
 
 
 class Prefilter:
@@ -30,7 +33,9 @@ class Prefilter:
         variables = variable_names(enabled)
         self.variables = _any_of(variables) if variables else None
         # a framework's precision option (XM104): the file names its package and the option
-        self.frameworks: FrameworkTable | None = framework_table() if _XM104 in enabled else None
+        self.frameworks: FrameworkTable | None = (
+            framework_table() if FRAMEWORK_OPTION_SETS_LEGACY_FLAG in enabled else None
+        )
 
     def may_have_findings(self, kind: str, data: bytes) -> bool:
         if self.flags.search(data):

@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+UNPARSABLE_FILE = "XM901"  # a file that could not be read or parsed
+WRITE_FAILED = "XM902"  # a rewritten file that could not be written
+
 Access = Literal["write", "read", "delete"]
 Severity = Literal["error", "warning", "info"]
 Applicability = Literal["safe", "unsafe", "manual"]
@@ -67,7 +70,7 @@ class FileError:
     path: str
     line: int | None
     message: str
-    code: str = "XM901"
+    code: str = UNPARSABLE_FILE
     column: int | None = None  # where the parser stopped, where it says (1-based)
 
 

@@ -18,6 +18,7 @@ from xlamigrate.cli.options import (
     sections,
 )
 from xlamigrate.cli.running import EXIT_CLEAN, EXIT_FINDINGS, echo, fail
+from xlamigrate.results import WRITE_FAILED
 from xlamigrate.settingvalues import RUNTIMES, TARGETS
 
 if TYPE_CHECKING:
@@ -170,7 +171,7 @@ def _write_rewrites(report: RewriteReport, sources: dict[str, Path]) -> RewriteR
                 else:
                     write_atomically(where, outcome.rewritten, outcome.original)
             except WriteError as error:
-                errors.append(FileError(outcome.path, None, str(error), code="XM902"))
+                errors.append(FileError(outcome.path, None, str(error), code=WRITE_FAILED))
                 outcome = replace(outcome, rewritten=None, fixed=())
             else:  # what is left is reported where it now is
                 outcome = replace(outcome, remaining=as_written(outcome))

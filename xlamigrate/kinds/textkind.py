@@ -8,7 +8,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from xlamigrate.catalogue import Catalogue
-from xlamigrate.findings import MENTION_RULE, access_findings, manual_finding, mention_finding
+from xlamigrate.findings import (
+    LEGACY_FLAG_NAMED,
+    LEGACY_FLAG_STAYS_WITH_AUTOCAST,
+    WRITE_NOT_REMOVABLE,
+    access_findings,
+    manual_finding,
+    mention_finding,
+)
 from xlamigrate.flagvalue import RECIPE_FLAGS
 from xlamigrate.kinds.decided import with_decision
 from xlamigrate.kinds.embedded import SHELL_SYNTAX, CannotRender
@@ -30,6 +37,7 @@ from xlamigrate.suppression import finding_suppressed, parse_suppressions
 from xlamigrate.xlavariables import variable_findings, variable_names
 
 _AUTO_CAST_NONE = "--auto-cast=none"
+AUTO_CAST_NOT_MERGED = "XM407"
 
 
 Analyse = Callable[[str, frozenset[str]], TextAnalysis]
@@ -111,7 +119,7 @@ def _reported(
         )
         if finding.code in enabled
     ]
-    if MENTION_RULE in enabled:
+    if LEGACY_FLAG_NAMED in enabled:
         pairs.extend(
             (
                 mention,
@@ -314,7 +322,7 @@ class _TextPlan:
                 self.remaining.extend(
                     manual_finding(
                         self.catalogue,
-                        "XM407",
+                        AUTO_CAST_NOT_MERGED,
                         path,
                         index.span(w.start, w.end),
                         f"{NEURON_CC_FLAGS} set here",
@@ -365,7 +373,11 @@ def _no_auto_cast_beside_a_legacy_flag(
         }
         if not any(span in chosen for span in spans if span is not None):
             span = LineIndex(text).span(write.start, write.end)
-            remaining.append(manual_finding(catalogue, "XM405", path, span, write.variable))
+            remaining.append(
+                manual_finding(
+                    catalogue, LEGACY_FLAG_STAYS_WITH_AUTOCAST, path, span, write.variable
+                )
+            )
             kept = [fallbacks.get(edit, edit) for edit in edits]
             return [e for e in kept if e is not None and _AUTO_CAST_NONE not in e.replacement]
     return edits
@@ -422,4 +434,6 @@ def _merge_auto_cast_none(
 
 
 def _manual(catalogue: Catalogue, finding: Finding) -> Finding:
-    return manual_finding(catalogue, "XM404", finding.path, finding.span, finding.message)
+    return manual_finding(
+        catalogue, WRITE_NOT_REMOVABLE, finding.path, finding.span, finding.message
+    )

@@ -12,8 +12,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from xlamigrate.apitable import REMOVED_XLA_API
 from xlamigrate.catalogue import Catalogue
-from xlamigrate.kinds.python.planner import LATE_WRITE
+from xlamigrate.kinds.python.planner import FLAG_SET_AFTER_DEVICE_START
 from xlamigrate.request import DEFAULT_MODE, STANDALONE, RewriteRequest
 from xlamigrate.results import Finding
 from xlamigrate.verify import forkserver
@@ -56,11 +57,10 @@ from xlamigrate.verify.runs import (
 
 ORIGINAL = "original"
 # findings on a legacy flag write that the rewrite leaves where it is
-WRITES_LEFT = frozenset({LATE_WRITE})
+WRITES_LEFT = frozenset({FLAG_SET_AFTER_DEVICE_START})
 # What the original ran with, where it crashed before recording it and the rewrite shows that
 # the script sets a legacy flag itself.
 SCRIPT_SETS_A_FLAG = "the legacy flag the script sets"
-_REMOVED_API = "XM501"  # a torch-xla API 2.9 no longer has: the original could not start
 
 
 class VerifyError(Exception):
@@ -383,7 +383,7 @@ def _runnable_original(script: Path, catalogue: Catalogue) -> bytes | None:
         return None
     request = RewriteRequest(DEFAULT_MODE)  # (no recipe: XM501 alone is enabled)
     outcome = rewrite_source(
-        _display(script), data, "python", catalogue, frozenset({_REMOVED_API}), request
+        _display(script), data, "python", catalogue, frozenset({REMOVED_XLA_API}), request
     )
     return outcome.rewritten if outcome.changed and not outcome.errors else None
 

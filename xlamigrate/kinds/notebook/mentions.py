@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from xlamigrate.catalogue import Catalogue
-from xlamigrate.findings import MENTION_RULE, mention_finding
+from xlamigrate.findings import LEGACY_FLAG_NAMED, mention_finding
 from xlamigrate.kinds.notebook.escapes import escaped_spans
 from xlamigrate.kinds.textaccess import LineIndex, hash_comments
 from xlamigrate.results import Finding
@@ -38,7 +38,7 @@ def mentions(
     enabled: frozenset[str],
 ) -> list[Finding]:
     """XM301 for each flag named in the stretches of the cell `source`."""
-    if MENTION_RULE not in enabled or not stretches:
+    if LEGACY_FLAG_NAMED not in enabled or not stretches:
         return []
     names = "|".join(re.escape(name) for name in sorted(catalogue.flags, key=len, reverse=True))
     pattern = re.compile(rf"(?<![A-Za-z0-9_])(?:{names})(?![A-Za-z0-9_])")

@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from xlamigrate.catalogue import Catalogue
-from xlamigrate.findings import MENTION_RULE, access_findings, mention_finding
+from xlamigrate.findings import LEGACY_FLAG_NAMED, access_findings, mention_finding
 from xlamigrate.kinds.embedded import Embedded
 from xlamigrate.kinds.textaccess import LineIndex, hash_comments
 from xlamigrate.results import Finding
@@ -94,7 +94,7 @@ def _findings(
                 path, accesses, lambda a: index.span(a.start, a.end), catalogue
             )
         )
-        if MENTION_RULE in enabled:
+        if LEGACY_FLAG_NAMED in enabled:
             found.extend(
                 mention_finding(
                     catalogue, path, index.span(m.start, m.end), m.variable, m.note or _WHERE

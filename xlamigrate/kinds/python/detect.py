@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from xlamigrate.catalogue import Catalogue
-from xlamigrate.findings import MENTION_RULE, access_findings
+from xlamigrate.findings import LEGACY_FLAG_NAMED, access_findings
 from xlamigrate.kinds.python.envaccess import EnvAccess, EnvAccessAnalysis, FlagMention
 from xlamigrate.results import Finding, Span
 
@@ -31,7 +31,7 @@ def classified(
 
 
 def _mention_finding(path: str, mention: FlagMention, span: Span, catalogue: Catalogue) -> Finding:
-    rule = catalogue.rule(MENTION_RULE)
+    rule = catalogue.rule(LEGACY_FLAG_NAMED)
     value = mention.value
     literal = value.literal if value else None
     subject = _MENTION_PHRASE[mention.context].format(

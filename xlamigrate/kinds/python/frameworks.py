@@ -16,13 +16,18 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from xlamigrate.catalogue import Catalogue
-from xlamigrate.frameworktable import FrameworkTable, Knob, Releases, framework_table
+from xlamigrate.frameworktable import (
+    FRAMEWORK_OPTION_SETS_LEGACY_FLAG,
+    FrameworkTable,
+    Knob,
+    Releases,
+    framework_table,
+)
 from xlamigrate.kinds.python.astscopes import Scope, Scopes, last_name
 from xlamigrate.kinds.python.source import PythonFile
 from xlamigrate.request import FileContext
 from xlamigrate.results import Finding
 
-RULE = "XM104"
 _PLATFORM_WORDS = {"tpu": "TPU", "neuron": "Neuron"}
 
 
@@ -48,13 +53,13 @@ def framework_findings(
     file: PythonFile, catalogue: Catalogue, enabled: frozenset[str], context: FileContext
 ) -> list[Finding]:
     """The file's framework options that set a legacy flag, as XM104 findings."""
-    if RULE not in enabled:
+    if FRAMEWORK_OPTION_SETS_LEGACY_FLAG not in enabled:
         return []
     table = framework_table()
     if not any(name in file.source for name in table.last_names):
         return []
     uses = option_uses(file.scopes, table, context.frameworks)
-    rule = catalogue.rule(RULE)
+    rule = catalogue.rule(FRAMEWORK_OPTION_SETS_LEGACY_FLAG)
     pins = dict(context.frameworks)
     return [
         rule.finding(

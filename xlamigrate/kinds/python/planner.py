@@ -27,7 +27,12 @@ from pathlib import PurePosixPath
 from typing import TypeVar
 
 from xlamigrate.catalogue import Catalogue
-from xlamigrate.findings import manual_finding, with_note
+from xlamigrate.findings import (
+    LEGACY_FLAG_STAYS_WITH_AUTOCAST,
+    WRITE_NOT_REMOVABLE,
+    manual_finding,
+    with_note,
+)
 from xlamigrate.flagvalue import RECIPE_FLAGS
 from xlamigrate.kinds.python.astwalk import DictItem, string_value
 from xlamigrate.kinds.python.conditions import (
@@ -71,9 +76,24 @@ RUNTIME = "xlamigrate_runtime"
 _AUTOCAST = 'torch.autocast(dtype=torch.bfloat16, device_type="xla")'
 DOWNCAST = "XLA_DOWNCAST_BF16"
 _GATE_FUNCTION = "bf16_recipe"  # "the recipe is on", where read in a launched function
-RECIPE_PROBLEMS = ("XM401", "XM402", "XM403", "XM406", "XM408", "XM410")
-LATE_WRITE = "XM411"  # a flag turned on after the device started: it never took effect
-FLOAT64_LEFT = "XM412"  # float64 DOWNCAST stored as float32, not known to be on the device
+# The rules the planner emits, by the names rules/ gives them.
+MODEL_NOT_IDENTIFIED = "XM401"
+FORWARD_PASS_NOT_LOCATED = "XM402"
+CONDITION_NOT_EXPRESSIBLE = "XM403"
+OPTIMIZER_NOT_IDENTIFIED = "XM406"
+OPTIMIZER_NOT_WRAPPABLE = "XM408"
+MODEL_CAST_BY_SCRIPT = "XM410"
+FLAG_SET_AFTER_DEVICE_START = "XM411"  # turned on after the device started: it never acted
+FLOAT64_UNDER_DOWNCAST = "XM412"  # float64 stored as float32, not known to be on the device
+# What keeps a step of the recipe out of the script.
+RECIPE_PROBLEMS = (
+    MODEL_NOT_IDENTIFIED,
+    FORWARD_PASS_NOT_LOCATED,
+    CONDITION_NOT_EXPRESSIBLE,
+    OPTIMIZER_NOT_IDENTIFIED,
+    OPTIMIZER_NOT_WRAPPABLE,
+    MODEL_CAST_BY_SCRIPT,
+)
 _BARE_PARENTS = (ast.If, ast.While, ast.IfExp, ast.Assert, ast.Assign, ast.Return)
 
 
@@ -155,7 +175,9 @@ class Planner:
             if self._after_the_device_started(item):
                 continue
             if not self._remove(item, update_calls):
-                self.remaining.append(self._manual("XM404", finding.span, finding.message))
+                self.remaining.append(
+                    self._manual(WRITE_NOT_REMOVABLE, finding.span, finding.message)
+                )
                 continue
             self.fixed.append(finding)
         self._drop_emptied_updates(update_calls)
@@ -222,7 +244,9 @@ class Planner:
             return False
         line = self._span(transfer).line
         subject = f"{access.variable} set after line {line} (`{self.script.code(transfer)}`)"
-        self.remaining.append(self._manual(LATE_WRITE, self._span(access.node), subject))
+        self.remaining.append(
+            self._manual(FLAG_SET_AFTER_DEVICE_START, self._span(access.node), subject)
+        )
         return True
 
     def _launch_key_renamed(self, mention: FlagMention) -> bool:
@@ -574,7 +598,7 @@ class Planner:
             call = self.script.parent(node)
             spelled = call if isinstance(call, ast.Call) and call.func is node else node
             subject = f"float64: `{self.script.code(spelled)}`"
-        self.remaining.append(self._manual(FLOAT64_LEFT, self._span(node), subject))
+        self.remaining.append(self._manual(FLOAT64_UNDER_DOWNCAST, self._span(node), subject))
 
     def _environment_edits(self, environment: EnvironmentEdits) -> None:
         """Stochastic rounding set where the flag was, or an explicit "1" removed; --auto-cast=none
@@ -592,7 +616,9 @@ class Planner:
                 self._neuron_cc_flags()
             else:
                 self.remaining.append(
-                    self._manual("XM405", self._span(staying.node), staying.variable)
+                    self._manual(
+                        LEGACY_FLAG_STAYS_WITH_AUTOCAST, self._span(staying.node), staying.variable
+                    )
                 )
 
     def _legacy_writes_staying(self) -> EnvAccess | None:
@@ -723,7 +749,9 @@ class Planner:
             assert condition.full is not None
             if not expressible_at(self.script, condition.full, condition.origin, at):
                 self.remaining.append(
-                    self._manual("XM403", span, f"condition `{condition.full.code}`")
+                    self._manual(
+                        CONDITION_NOT_EXPRESSIBLE, span, f"condition `{condition.full.code}`"
+                    )
                 )
                 return False, None
             expressions.append(condition.full)
@@ -797,7 +825,9 @@ class Planner:
                     self.framework_note = f"{owner.name}'s `{script.code(call.func)}`"
                     self.framework_note += f": {owner.fp32_masters}"
                     subject = f"`{script.code(call.func)}` ({owner.fp32_masters})"
-                    self.remaining.append(self._manual("XM408", self._span(statement), subject))
+                    self.remaining.append(
+                        self._manual(OPTIMIZER_NOT_WRAPPABLE, self._span(statement), subject)
+                    )
         if not targets:
             for statement, model in script.model_moves():
                 if self._in_scope(statement):
@@ -805,11 +835,13 @@ class Planner:
             if wrap_optimizer and targets and not sites:  # cast, yet no master weights: say so
                 subject = f"the optimizer of `{script.code(targets[0][1])}`"
                 subject += self._unrecognised_optimizers()
-                self.remaining.append(self._manual("XM406", self._span(targets[0][0]), subject))
+                self.remaining.append(
+                    self._manual(OPTIMIZER_NOT_IDENTIFIED, self._span(targets[0][0]), subject)
+                )
         if not targets:
             subject = self._trained_by_framework("the model to cast") or "the model to cast"
             subject += self._unrecognised_optimizers()
-            self.remaining.append(self._manual("XM401", self._first_span(), subject))
+            self.remaining.append(self._manual(MODEL_NOT_IDENTIFIED, self._first_span(), subject))
             return
 
         def model_key(target: Node, model: ast.expr) -> tuple[int, str]:
@@ -857,7 +889,9 @@ class Planner:
             name = script.code(site.call.func).rsplit(".", 1)[-1]
             if name in UNWRAPPABLE:  # the recipe cannot go in whole: its writes stay
                 subject = f"`{name}` ({UNWRAPPABLE[name]})"
-                self.remaining.append(self._manual("XM408", self._span(site.statement), subject))
+                self.remaining.append(
+                    self._manual(OPTIMIZER_NOT_WRAPPABLE, self._span(site.statement), subject)
+                )
                 continue
             self._wrap_optimizer(site.call, site.statement)
 
@@ -876,7 +910,9 @@ class Planner:
         if self.recipe.fp32_masters:
             self.framework_note = f"{factory.framework}'s `{factory.name}`: {factory.fp32_masters}"
             subject = f"`{factory.name}` ({factory.fp32_masters})"
-            self.remaining.append(self._manual("XM408", self._span(site.statement), subject))
+            self.remaining.append(
+                self._manual(OPTIMIZER_NOT_WRAPPABLE, self._span(site.statement), subject)
+            )
 
     def _zero1_enabled(self, zero1: Zero1Switch) -> bool:
         """Whether every config call of the file turns ZeRO-1 on with a literal True."""
@@ -914,7 +950,9 @@ class Planner:
                     f"`{own.name}` ({own.option}={script.code(given)} where the recipe needs"
                     f" {dtype} master weights)"
                 )
-                self.remaining.append(self._manual("XM408", self._span(site.statement), subject))
+                self.remaining.append(
+                    self._manual(OPTIMIZER_NOT_WRAPPABLE, self._span(site.statement), subject)
+                )
             return
         ok, condition = self._combined_condition(site.statement, self._span(site.statement))
         if not ok:
@@ -925,7 +963,9 @@ class Planner:
         inserted = keyword_added(script, call, f"{own.option}={value}")
         if inserted is None or any(node in self.plan.swapped for node in ast.walk(call)):
             subject = f"`{own.name}` (set {own.option}={value} by hand)"
-            self.remaining.append(self._manual("XM408", self._span(site.statement), subject))
+            self.remaining.append(
+                self._manual(OPTIMIZER_NOT_WRAPPABLE, self._span(site.statement), subject)
+            )
             return
         self.plan.imports.add(("torch", None))
         self.plan.swapped[call] = inserted
@@ -1030,7 +1070,9 @@ class Planner:
         target = small.targets[0] if isinstance(small, ast.Assign) else None
         if not assigned or not isinstance(target, (ast.Name, ast.Attribute)):
             self.remaining.append(
-                self._manual("XM403", self._span(statement), "the optimizer wrapper")
+                self._manual(
+                    CONDITION_NOT_EXPRESSIBLE, self._span(statement), "the optimizer wrapper"
+                )
             )
             return
         self.plan.imports.add((RUNTIME, "FP32ParamsCopy"))
@@ -1099,7 +1141,9 @@ class Planner:
                 region = script.forward_region(returned, loss, callees)
                 if region is None:
                     subject = f"the forward pass before `return {loss}`"
-                    self.remaining.append(self._manual("XM402", self._span(returned), subject))
+                    self.remaining.append(
+                        self._manual(FORWARD_PASS_NOT_LOCATED, self._span(returned), subject)
+                    )
                     continue
                 self._autocast_around(region.statements, f"before `return {loss}`")
             return
@@ -1108,7 +1152,7 @@ class Planner:
             subject = (
                 self._trained_by_framework("the forward pass") or "no `<loss>.backward()` found"
             )
-            self.remaining.append(self._manual("XM402", where, subject))
+            self.remaining.append(self._manual(FORWARD_PASS_NOT_LOCATED, where, subject))
             return
         handled = {statement for statement, _ in backwards}
         for call in script.backward_calls():  # `f(x).backward()`, `a = 1; b.backward()`
@@ -1116,14 +1160,18 @@ class Planner:
                 continue
             if script.statement_of(call) not in handled and not script.in_autocast(call):
                 subject = f"the forward pass before `{script.code(call.func)}()`"
-                self.remaining.append(self._manual("XM402", self._span(call), subject))
+                self.remaining.append(
+                    self._manual(FORWARD_PASS_NOT_LOCATED, self._span(call), subject)
+                )
         for backward, loss in backwards:
             candidates = models + script.model_parameter_names(backward)
             region = script.forward_region(backward, loss, candidates)
             if region is None:
                 cause = self._no_forward_found(backward, loss, candidates)
                 subject = f"the forward pass before `{script.code(backward.body[0])}`; {cause}"
-                self.remaining.append(self._manual("XM402", self._span(backward), subject))
+                self.remaining.append(
+                    self._manual(FORWARD_PASS_NOT_LOCATED, self._span(backward), subject)
+                )
                 continue
             self._autocast_around(region.statements, f"before {loss}.backward()")
         copies = [
@@ -1154,12 +1202,16 @@ class Planner:
                 self._autocast_around((line,), f"`{script.code(call)}`")
             else:
                 subject = f"the forward pass `{script.code(call)}`"
-                self.remaining.append(self._manual("XM402", self._span(call), subject))
+                self.remaining.append(
+                    self._manual(FORWARD_PASS_NOT_LOCATED, self._span(call), subject)
+                )
 
     def _reported(self, node: Node) -> bool:
         """Whether an XM402 already stands on the node's line (a training forward)."""
         line = self._span(node).line
-        return any(f.code == "XM402" and f.span.line == line for f in self.remaining)
+        return any(
+            f.code == FORWARD_PASS_NOT_LOCATED and f.span.line == line for f in self.remaining
+        )
 
     def _wrapped(self, node: Node) -> bool:
         """Whether the plan already puts `node` under autocast (in a planned `with`)."""
@@ -1207,13 +1259,17 @@ class Planner:
                 line = script.statement_of(call)
                 subject = f"`{script.code(call)}`"
                 if not whole or not isinstance(line, Line) or len(line.body) != 1:
-                    self.remaining.append(self._manual("XM410", self._span(call), subject))
+                    self.remaining.append(
+                        self._manual(MODEL_CAST_BY_SCRIPT, self._span(call), subject)
+                    )
                     continue
                 ok, condition = self._combined_condition(line, self._span(line))
                 if not ok:
                     continue
                 if condition is None:
-                    self.remaining.append(self._manual("XM410", self._span(call), subject))
+                    self.remaining.append(
+                        self._manual(MODEL_CAST_BY_SCRIPT, self._span(call), subject)
+                    )
                     continue
                 assert small is not None
                 kept = script.code(small) + "\n"
@@ -1233,7 +1289,9 @@ class Planner:
             positional = len(call.args) > 1 or any(k.arg is None for k in call.keywords)
             if positional or (dtype is not None and script.code(dtype) not in BF16_SPELLINGS):
                 subject = f"the script's own `{script.code(call.func)}(...)` {where}"
-                self.remaining.append(self._manual("XM402", self._span(call), subject))
+                self.remaining.append(
+                    self._manual(FORWARD_PASS_NOT_LOCATED, self._span(call), subject)
+                )
                 continue
             enabled = keywords.get("enabled")
             if enabled is None or (isinstance(enabled, ast.Constant) and enabled.value is True):

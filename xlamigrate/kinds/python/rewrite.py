@@ -24,7 +24,12 @@ from xlamigrate.kinds.python.filefindings import (
 )
 from xlamigrate.kinds.python.nxdt_orchestrator import orchestrator_reason
 from xlamigrate.kinds.python.plan import Plan
-from xlamigrate.kinds.python.planner import LATE_WRITE, Planner, after_imports, kept_enabling
+from xlamigrate.kinds.python.planner import (
+    FLAG_SET_AFTER_DEVICE_START,
+    Planner,
+    after_imports,
+    kept_enabling,
+)
 from xlamigrate.kinds.python.planner import (
     RECIPE_PROBLEMS as RECIPE_PROBLEMS,
 )
@@ -277,7 +282,7 @@ def kept_for_recipe(
     # its reads, as the rewrite resolves them against the file's own configurations; a write
     # that came after the device started, as the rewrite reports it (XM411)
     worded = {(f.span, f.code): f for f in (*planner.fixed, *planner.remaining)}
-    late = {f.span: f for f in planner.remaining if f.code == LATE_WRITE}
+    late = {f.span: f for f in planner.remaining if f.code == FLAG_SET_AFTER_DEVICE_START}
     kept = [
         (item, worded.get((f.span, f.code), f))
         if isinstance(item, EnvAccess) and item.kind == "read"

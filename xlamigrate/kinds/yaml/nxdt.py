@@ -15,7 +15,7 @@ from xlamigrate.kinds.yaml.nodes import Node, fields, is_null, is_string, text
 from xlamigrate.kinds.yaml.nodetext import Positions
 from xlamigrate.nxdttable import NxdtTable, NxdtType, nxdt_table
 
-FRAMEWORK_RULE = "XM105"
+FRAMEWORK_CONFIG_SETS_LEGACY_FLAG = "XM105"
 _PRECISION = "precision"
 _TYPE = "type"
 _MANUAL = "manual"
@@ -72,7 +72,7 @@ def accesses(
             end=span[1],
             note=_sets_note(table, config.type, flag, floor),
             applicability="manual",
-            rule=FRAMEWORK_RULE,
+            rule=FRAMEWORK_CONFIG_SETS_LEGACY_FLAG,
         )
         for flag in config.type.flags_on
         if flag in names
