@@ -10,6 +10,7 @@ import ast
 import re
 
 from xlamigrate.catalogue import Catalogue
+from xlamigrate.findings import LEGACY_FLAG_STAYS_WITH_AUTOCAST, WRITE_NOT_REMOVABLE
 from xlamigrate.kinds.python.astpositions import SourceLines
 from xlamigrate.kinds.python.astscopes import Scopes
 from xlamigrate.kinds.python.envaccess import EnvAccess
@@ -26,6 +27,7 @@ from xlamigrate.kinds.python.nxdt_orchestrator import orchestrator_reason
 from xlamigrate.kinds.python.plan import Plan
 from xlamigrate.kinds.python.planner import (
     FLAG_SET_AFTER_DEVICE_START,
+    FLOAT64_UNDER_DOWNCAST,
     Planner,
     after_imports,
     kept_enabling,
@@ -41,6 +43,11 @@ from xlamigrate.neuronflags import RECIPE_VARIABLES
 from xlamigrate.recipes import MODES as MODES
 from xlamigrate.request import FileContext, FileTask, RewriteRequest
 from xlamigrate.results import FileError, Finding, RewriteOutcome
+
+# The rewrite's findings on a write it keeps, in place of the write's own finding.
+_REPORTED_INSTEAD_OF_WRITE = (FLAG_SET_AFTER_DEVICE_START, WRITE_NOT_REMOVABLE)
+# Its findings on what the recipe leaves to a hand edit where the recipe goes in.
+_LEFT_BESIDE_THE_RECIPE = (LEGACY_FLAG_STAYS_WITH_AUTOCAST, FLOAT64_UNDER_DOWNCAST)
 
 
 def rewrite_python(task: FileTask, request: RewriteRequest) -> RewriteOutcome:
@@ -280,16 +287,18 @@ def kept_for_recipe(
     if planner.blocked_in_file():
         return kept_enabling(pairs, planner), planner.problems()
     # its reads, as the rewrite resolves them against the file's own configurations; a write
-    # that came after the device started, as the rewrite reports it (XM411)
+    # as the rewrite reports it where it does not remove it: after the device started (XM411),
+    # inside a larger statement (XM404)
     worded = {(f.span, f.code): f for f in (*planner.fixed, *planner.remaining)}
-    late = {f.span: f for f in planner.remaining if f.code == FLAG_SET_AFTER_DEVICE_START}
+    instead = {f.span: f for f in planner.remaining if f.code in _REPORTED_INSTEAD_OF_WRITE}
     kept = [
         (item, worded.get((f.span, f.code), f))
         if isinstance(item, EnvAccess) and item.kind == "read"
-        else (item, late.get(f.span, f))
+        else (item, instead.get(f.span, f))
         for item, f in pairs
     ]
-    return kept, []
+    # what the recipe leaves to a hand edit beside it, as the rewrite lists it (XM405, XM412)
+    return kept, [f for f in planner.remaining if f.code in _LEFT_BESIDE_THE_RECIPE]
 
 
 def _first_line_not_reproduced(data: bytes, reproduced: bytes) -> int | None:
