@@ -14,6 +14,7 @@ import pytest
 from tests.conftest import ROOT
 from tests.fixture_outputs import Output, fixture_outputs
 from xlamigrate.catalogue import Catalogue
+from xlamigrate.ruleexamples import examples_of
 from xlamigrate.ruletext import rule_text
 
 SEE = re.compile(r"\bsee (XM\d{3})")
@@ -84,7 +85,8 @@ def test_rule_prints_where_each_fix_applies_from_the_rules_data(catalogue: Catal
         cwd=ROOT, capture_output=True, text=True,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == rule_text(catalogue.rule("XM201")).strip()
+    examples = examples_of("XM201", tuple(catalogue.modes))
+    assert result.stdout.strip() == rule_text(catalogue.rule("XM201"), examples).strip()
     assert "Fix: safe/manual." in result.stdout
     assert "  safe:   a read that is true exactly where the recipe is on" in result.stdout
     assert "never rewrites a read" not in result.stdout

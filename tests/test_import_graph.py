@@ -109,8 +109,8 @@ STAGES: dict[str, tuple[str, ...]] = {
         "kinds.python.markers", "kinds.textaccess", "kinds.unreadtable", "launchtable",
         "masterweights", "modelowners", "nesting", "neuronflags", "nxdttable",
         "optimizer_facts", "optimizerfactories", "progress", "project", "project.model",
-        "project.platform", "recipes", "releasetable", "request", "results", "rulesdata",
-        "settingvalues", "suppression", "xlavariables",
+        "project.platform", "recipes", "releasetable", "request", "results", "ruleexamples",
+        "rulesdata", "settingvalues", "suppression", "xlavariables",
     ),
     "analyse": (
         "discover", "kinds.dockerfile.analysis", "kinds.dockerfile.commands",

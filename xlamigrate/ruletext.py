@@ -4,10 +4,12 @@ text cannot promise a fix the engine does not give, nor deny one it does."""
 
 from __future__ import annotations
 
+import difflib
 import textwrap
 from collections.abc import Sequence
 
 from xlamigrate.catalogue import Rule
+from xlamigrate.ruleexamples import EVERY_MODE, Example
 
 _WIDTH = 92
 
@@ -28,15 +30,47 @@ def rule_listing(rules: Sequence[Rule]) -> list[str]:
     ]
 
 
-def rule_text(rule: Rule) -> str:
+def rule_text(rule: Rule, examples: Sequence[Example] = ()) -> str:
     """The whole explanation: summary, severity, where each fix applies, the rule's own text,
-    its references."""
+    its examples (what it finds in them, what each mode's rewrite makes of them), its
+    references."""
     parts = [f"{rule.code} ({rule.name}): {rule.summary}", f"Severity: {rule.severity}."]
     parts.append("\n".join(_fix_lines(rule)))
     parts.append(rule.explanation)
+    parts += ["\n".join(_example_lines(rule, example)) for example in examples]
     if rule.references:
         parts.append("\n".join(["References:", *(f"  {link}" for link in rule.references)]))
     return "\n\n".join(parts)
+
+
+def _example_lines(rule: Rule, example: Example) -> list[str]:
+    lines = [f"Example: {example.about}"]
+    for path, text in example.files:
+        lines += [f"  {path}:", *(f"    {line}".rstrip() for line in text.splitlines())]
+    modes = f" (--mode {', '.join(example.modes)})" if example.modes is not None else ""
+    if example.valid:
+        lines.append(f"  {rule.code} finds nothing here{modes}.")
+        return lines
+    lines.append(f"  {rule.code} finds{modes}:")
+    lines += [f"    {_finding(finding)}" for finding in example.findings]
+    for mode, changed in example.fixed:
+        command = "xlamigrate rewrite" + ("" if mode == EVERY_MODE else f" --mode {mode}")
+        lines.append(f"  `{command}` writes{' (every mode)' if mode == EVERY_MODE else ''}:")
+        before = dict(example.files)
+        for path, text in changed:
+            diff = difflib.unified_diff(
+                before[path].splitlines(), text.splitlines(), path, path, lineterm=""
+            )
+            lines += [f"    {line}".rstrip() for line in diff]
+    if not example.fixed:
+        lines.append("  The rewrite leaves the files as they are.")
+    return lines
+
+
+def _finding(finding: str) -> str:
+    """`train.py:3:1 safe` -> `train.py:3:1 [fix: safe]`."""
+    where, applicability = finding.rsplit(" ", 1)
+    return f"{where} [fix: {applicability}]" if applicability != "none" else where
 
 
 def _fix_lines(rule: Rule) -> list[str]:

@@ -20,6 +20,7 @@ def add_arguments(parser: Parser) -> None:
 
 
 def run(args: Namespace) -> int:
+    from xlamigrate.ruleexamples import examples_of
     from xlamigrate.ruletext import rule_listing, rule_text
 
     code: str | None = args.code
@@ -35,7 +36,7 @@ def run(args: Namespace) -> int:
     found = catalogue.rules.get(code.upper())
     if found is None:
         fail(f"unknown rule {code!r}; `xlamigrate rule --all` lists them")
-    echo(rule_text(found))
+    echo(rule_text(found, examples_of(found.code, tuple(catalogue.modes))))
     return EXIT_CLEAN
 
 
