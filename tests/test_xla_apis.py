@@ -7,19 +7,21 @@ from __future__ import annotations
 import ast
 import json
 from pathlib import Path
+from types import MappingProxyType
 
 import pytest
 
 from tests import snapshots
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, ROOT
 from tests.test_cli import run_cli, write_files
-from xlamigrate.apitable import Version, api_table
+from xlamigrate.apitable import ApiTable, Parameter, Version, XlaApi, api_table
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.engine import rewrite_source, scan_source
 from xlamigrate.kinds.python.astscopes import Scopes
-from xlamigrate.kinds.python.xlaapis import api_uses
+from xlamigrate.kinds.python.xlaapis import ApiFixer, api_uses
 from xlamigrate.project.pins import Pins, _pinned
 from xlamigrate.request import FileContext, RewriteRequest
+from xlamigrate.ruleexamples import examples_of
 
 CASES_DIR = FIXTURES / "xla-apis"
 CASES = snapshots.cases(snapshots.SCAN, folder=CASES_DIR)
@@ -89,11 +91,20 @@ def test_the_rewritten_file_parses_and_is_a_fixed_point(
     assert again.errors == ()
 
 
-def test_the_fixtures_use_every_entry_of_the_table() -> None:
+def test_the_fixtures_or_the_rules_examples_use_every_entry_of_the_table(
+    catalogue: Catalogue,
+) -> None:
+    """Each entry is exercised: by a case of tests/fixtures/xla-apis, or by an example in its
+    rule's own file (rules/<code>.toml, run by tests/test_rule_examples.py)."""
     table = api_table()
+    sources = [case.read_bytes() for case in CASES]
+    modes = tuple(catalogue.modes)
+    for code in table.rules():
+        for example in examples_of(code, modes):
+            sources += [text.encode() for path, text in example.files if path.endswith(".py")]
     used = set()
-    for case in CASES:
-        uses, imports = api_uses(Scopes(ast.parse(case.read_bytes())), table)
+    for source in sources:
+        uses, imports = api_uses(Scopes(ast.parse(source)), table)
         used |= {use.api.name for use in uses} | {found.api.name for found in imports}
     assert used == set(table.apis)
 
@@ -131,6 +142,79 @@ def test_every_api_rule_is_documented_and_its_table_entries_name_evidence(
             assert api.since is not None, api.name
     for variable in table.variables.values():
         assert variable.evidence and variable.instead, variable.name
+
+
+# --- a function that stays, with a parameter whose values torch-xla limits ----------------------
+
+_START = XlaApi(  # (a stand-in: `start(fn, workers=None, join=True)` takes workers 1 or None)
+    name="torch_xla.launch.start",
+    rule="XM502",
+    deprecated=None,
+    removed=None,
+    replacement="torch_xla.launch.start",
+    since=Version.parse("2.1"),
+    call="parameters",
+    parameters=(
+        Parameter("fn", "fn"),
+        Parameter("workers", "workers", accepted=("1", "None")),
+        Parameter("join", "join"),
+    ),
+    said="rejects workers other than 1 or None since torch-xla 2.6",
+    note="2.1-2.5 ignored it, so the call goes on without it",
+)
+_LIMITED = ApiTable(MappingProxyType({_START.name: _START}), MappingProxyType({}), {})
+
+
+def limited_findings(source: str) -> list[tuple[int, str, str, str | None]]:
+    """(line, applicability, subject, the call's fixed text) of each finding on `source`."""
+    scopes = Scopes(ast.parse(source))
+    uses, imports = api_uses(scopes, _LIMITED)
+    code = lambda node: ast.get_source_segment(source, node) or ""  # noqa: E731
+    fixer = ApiFixer(scopes, _LIMITED, code, {"XM502": "safe"})
+    return [
+        (
+            found.node.lineno,  # type: ignore[attr-defined]
+            found.applicability,
+            found.subject,
+            next(iter(found.edits.swapped.values())) if found.edits is not None else None,
+        )
+        for found in fixer.findings(uses, imports)
+    ]
+
+
+def test_a_call_passing_a_value_torch_xla_rejects_drops_it_and_keeps_the_rest() -> None:
+    source = (
+        "from torch_xla.launch import start\n"
+        "import torch_xla.launch as launch\n"
+        "start(main, workers=8)\n"
+        "launch.start(main, 8, False)\n"
+        "start(main, workers=-1, join=False)\n"
+    )
+    assert limited_findings(source) == [
+        (3, "safe", "`workers=8` in start(...): rejects workers other than 1 or None since "
+         "torch-xla 2.6; 2.1-2.5 ignored it, so the call goes on without it", "start(main)"),
+        (4, "safe", "`workers=8` in launch.start(...): rejects workers other than 1 or None "
+         "since torch-xla 2.6; 2.1-2.5 ignored it, so the call goes on without it",
+         "launch.start(main, join=False)"),
+        (5, "safe", "`workers=-1` in start(...): rejects workers other than 1 or None since "
+         "torch-xla 2.6; 2.1-2.5 ignored it, so the call goes on without it",
+         "start(main, join=False)"),
+    ]  # fmt: skip
+
+
+def test_a_call_within_what_torch_xla_takes_and_a_reference_are_not_uses() -> None:
+    source = (
+        "from torch_xla.launch import start\n"
+        "start(main)\nstart(main, workers=1)\nstart(main, None)\nrun = start\n"
+        "start(*arguments)\nstart(main, **options)\n"
+    )
+    assert limited_findings(source) == []
+
+
+def test_a_computed_value_for_a_limited_parameter_is_left_to_a_hand_edit() -> None:
+    found = limited_findings("import torch_xla.launch as launch\nlaunch.start(main, workers=n)\n")
+    assert [(line, fix, fixed) for line, fix, _, fixed in found] == [(2, "manual", None)]
+    assert "`workers=n` is computed: where it may be 1 or None, the call needs it" in found[0][2]
 
 
 # --- the torch-xla the project runs on ---------------------------------------------------------
@@ -430,3 +514,13 @@ def test_a_symlinked_script_gets_the_pins_of_the_folder_its_target_lies_in(tmp_p
     assert pins.floor(tmp_path / "b" / "own.py") == Version.parse("2.3")
     assert pins.floor(tmp_path / "b" / "link.py") == Version.parse("2.1")
     assert pins.floor(tmp_path / "a" / "train.py") == Version.parse("2.1")
+
+
+def test_the_docs_list_of_what_xm502_reports_is_what_rule_prints() -> None:
+    """docs/xla-apis.md shows `xlamigrate rule XM502`'s entries: the table's, word for word."""
+    docs = (ROOT / "docs" / "xla-apis.md").read_text(encoding="utf-8")
+    shown = docs.split("$ xlamigrate rule XM502\n...\n", 1)[1].split("```", 1)[0]
+    result = run_cli("rule", "XM502", cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    printed = result.stdout.split("What it reports", 1)[1].split("\n\n", 1)[0]
+    assert shown == f"What it reports{printed}\n"

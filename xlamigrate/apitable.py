@@ -45,6 +45,9 @@ class Parameter:
     to: str | None  # the replacement's parameter; "-": the argument goes; None: reported
     since: Version | None = None  # the oldest release whose replacement takes it
     only: str | None = None  # the one value (code) the fix accepts
+    # The values (code) torch-xla still takes for it, where it rejects others: a call passing
+    # another value is the entry's finding, and only such a call (`nprocs`: "1", "None").
+    accepted: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,17 @@ class XlaApi:
     @property
     def is_module(self) -> bool:
         return bool(self.members)
+
+    @property
+    def keeps_name(self) -> bool:
+        """Whether the function stays and only what a call passes changes (its replacement is
+        itself: the fix edits the arguments, not the name nor the imports)."""
+        return self.replacement == self.name
+
+    @property
+    def limited(self) -> tuple[Parameter, ...]:
+        """The parameters whose values torch-xla limits (a call passing another is a use)."""
+        return tuple(p for p in self.parameters if p.accepted)
 
     @property
     def member(self) -> str:
@@ -150,6 +164,7 @@ def _api(item: dict[str, Any]) -> XlaApi:
             to=p.get("to"),
             since=_version(p.get("since", "")),
             only=p.get("only"),
+            accepted=tuple(p.get("accepted", ())),
         )
         for p in item.get("parameters", [])
     )

@@ -8,6 +8,7 @@ import difflib
 import textwrap
 from collections.abc import Sequence
 
+from xlamigrate.apitable import ApiTable
 from xlamigrate.catalogue import Rule
 from xlamigrate.ruleexamples import EVERY_MODE, Example
 
@@ -30,17 +31,39 @@ def rule_listing(rules: Sequence[Rule]) -> list[str]:
     ]
 
 
-def rule_text(rule: Rule, examples: Sequence[Example] = ()) -> str:
+def rule_text(rule: Rule, examples: Sequence[Example] = (), table: ApiTable | None = None) -> str:
     """The whole explanation: summary, severity, where each fix applies, the rule's own text,
-    its examples (what it finds in them, what each mode's rewrite makes of them), its
-    references."""
+    the torch-xla table's entries it reports (`table`), its examples (what it finds in them,
+    what each mode's rewrite makes of them), its references."""
     parts = [f"{rule.code} ({rule.name}): {rule.summary}", f"Severity: {rule.severity}."]
     parts.append("\n".join(_fix_lines(rule)))
     parts.append(rule.explanation)
+    entries = _entry_lines(rule, table) if table is not None else []
+    if entries:
+        parts.append("\n".join(["What it reports (rules/xla_apis.toml):", *entries]))
     parts += ["\n".join(_example_lines(rule, example)) for example in examples]
     if rule.references:
         parts.append("\n".join(["References:", *(f"  {link}" for link in rule.references)]))
     return "\n\n".join(parts)
+
+
+def _entry_lines(rule: Rule, table: ApiTable) -> list[str]:
+    """One line per entry of the torch-xla table the rule reports: what became of it, and
+    what the fix writes instead."""
+    lines = []
+    for api in table.apis.values():
+        if api.rule != rule.code:
+            continue
+        if api.keeps_name:
+            instead = ", ".join(f"`{p.name}` only {' or '.join(p.accepted)}" for p in api.limited)
+        else:
+            instead = f"use {api.replacement}" if api.replacement else "reported"
+        since = f" (torch-xla {api.since}+)" if api.replacement and api.since else ""
+        lines.append(f"  {api.name}: {api.status}; {instead}{since}")
+    for variable in table.variables.values():
+        if variable.rule == rule.code:
+            lines.append(f"  {variable.name}: {variable.status}; {variable.instead}")
+    return lines
 
 
 def _example_lines(rule: Rule, example: Example) -> list[str]:

@@ -20,6 +20,7 @@ def add_arguments(parser: Parser) -> None:
 
 
 def run(args: Namespace) -> int:
+    from xlamigrate.apitable import api_table
     from xlamigrate.ruleexamples import examples_of
     from xlamigrate.ruletext import rule_listing, rule_text
 
@@ -36,7 +37,8 @@ def run(args: Namespace) -> int:
     found = catalogue.rules.get(code.upper())
     if found is None:
         fail(f"unknown rule {code!r}; `xlamigrate rule --all` lists them")
-    echo(rule_text(found, examples_of(found.code, tuple(catalogue.modes))))
+    examples = examples_of(found.code, tuple(catalogue.modes))
+    echo(rule_text(found, examples, api_table()))
     return EXIT_CLEAN
 
 

@@ -271,17 +271,26 @@ class ApiFixer:
         call = use.call
         if api.with_arguments_only and (call is None or not (call.args or call.keywords)):
             return None
+        limited = self._limited_argument(api, call) if api.limited else None
+        if api.limited and limited is None:
+            return None  # a call within what torch-xla takes, or a reference: not a use
         spelled = self.code(use.node)
         if call is not None:
             spelled += "(...)" if call.args or call.keywords else "()"
         if api.replacement is None:
             return ApiFinding(api, use.node, f"{spelled}: {api.status}; {api.note}", "manual")
-        head = f"{spelled}: {api.status}; use {_called(api.replacement, call)}{_since(api)}"
+        if limited is not None:  # `nprocs=8` in xmp.spawn(...): the call stays, less that
+            head = f"`{limited}` in {spelled}: {api.status}; {api.note}"
+        else:
+            head = f"{spelled}: {api.status}; use {_called(api.replacement, call)}{_since(api)}"
         problem = self._too_new(api.since, use.node)
         if problem is not None:
             return ApiFinding(api, use.node, f"{head}; not fixed: {problem}", "manual")
         edits = ApiEdits()
-        target = self._written(api.replacement, use.scope, edits, dotted=_dotted(use.node))
+        if api.keeps_name and call is not None:
+            target = self.code(call.func)
+        else:
+            target = self._written(api.replacement, use.scope, edits, dotted=_dotted(use.node))
         if call is None:
             applicability: Applicability = "safe" if self._as_is(api, use.node) else "unsafe"
             if api.prefix or api.defaults:
@@ -323,7 +332,7 @@ class ApiFixer:
             if problem is not None:
                 return problem
             passed.add(parameter.name)
-            if parameter.to == "-":
+            if self._goes(parameter, argument):
                 positional = False  # the arguments after it move: by keyword from here
                 continue
             code = self.code(argument)
@@ -338,17 +347,47 @@ class ApiFixer:
             if problem is not None:
                 return problem
             passed.add(found.name)
-            if found.to != "-":
+            if not self._goes(found, keyword.value):
                 written.append(f"{found.to}={self.code(keyword.value)}")
         for name, qualified in api.defaults:
             if name not in passed:
                 written.append(f"{name}={self._written(qualified, scope, edits)}")
         return written
 
+    def _limited_argument(self, api: XlaApi, call: ast.Call | None) -> str | None:
+        """The first argument of the call that torch-xla no longer takes (`nprocs=8`), where
+        the entry limits what a parameter takes; None where the call passes none."""
+        if call is None:
+            return None
+        by_position = zip(api.parameters, call.args, strict=False)
+        by_name = {p.name: p for p in api.parameters}
+        pairs = [*by_position, *((by_name.get(k.arg or ""), k.value) for k in call.keywords)]
+        for parameter, argument in pairs:
+            if isinstance(argument, ast.Starred):
+                continue  # (what it passes is not known here)
+            if parameter is not None and self._rejected(parameter, argument):
+                return f"{parameter.name}={self.code(argument)}"
+        return None
+
+    def _rejected(self, parameter: Parameter, argument: ast.expr) -> bool:
+        """Whether the argument is a value torch-xla no longer takes for `parameter`."""
+        return bool(parameter.accepted) and self.code(argument) not in parameter.accepted
+
+    def _goes(self, parameter: Parameter, argument: ast.expr) -> bool:
+        """Whether the fix drops the argument: its parameter has no counterpart to pass it to,
+        or torch-xla rejects the value (which the releases before ignored)."""
+        return parameter.to == "-" or self._rejected(parameter, argument)
+
     def _mapped(self, parameter: Parameter, argument: ast.expr, scope: Scope) -> str | None:
         """Why an argument for `parameter` cannot be written (None: it can)."""
         if parameter.to is None:
             return f"it passes `{parameter.name}`, which its replacement has no counterpart for"
+        if self._rejected(parameter, argument) and not _literal(argument):
+            accepted = " or ".join(parameter.accepted)
+            return (
+                f"`{parameter.name}={self.code(argument)}` is computed: where it may be "
+                f"{accepted}, the call needs it; drop it by hand where it never is"
+            )
         if parameter.to == "-" and not self._plain(argument, scope):
             return f"its `{parameter.name}` argument would go, and with it what computing it does"
         if parameter.only is not None and parameter.only not in _qualified(scope, argument):
@@ -462,6 +501,8 @@ class ApiFixer:
         """The import goes with the fixes of its name's uses, as one unit: as safe as the
         least safe of them, applied only where all of them are."""
         api = entry.api
+        if api.keeps_name:
+            return None  # the function stays: so does its import
         statement = entry.statement
         spelled = _import_code(statement, [entry.alias])
         if api.is_module:
@@ -664,6 +705,13 @@ def _assumed(api: XlaApi) -> str:
     said = [f"no {' or '.join(gone)}"] if gone else []
     said += [f"{' and '.join(moved)} only by position"] if moved else []
     return "its calls pass " + ", and ".join(said or ["the arguments its successor takes"])
+
+
+def _literal(node: ast.expr) -> bool:
+    """A constant, or a negated one (`-1`): the value the code passes, whatever runs before."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        node = node.operand
+    return isinstance(node, ast.Constant)
 
 
 def _dotted(node: ast.expr) -> bool:
