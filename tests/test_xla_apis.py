@@ -207,13 +207,20 @@ def test_a_call_within_what_torch_xla_takes_and_a_reference_are_not_uses() -> No
         "from torch_xla.launch import start\n"
         "start(main)\nstart(main, workers=1)\nstart(main, None)\nrun = start\n"
         "start(*arguments)\nstart(main, **options)\n"
+        "start(main, workers=1 if alone else None)\n"
     )
     assert limited_findings(source) == []
 
 
 def test_a_computed_value_for_a_limited_parameter_is_left_to_a_hand_edit() -> None:
-    found = limited_findings("import torch_xla.launch as launch\nlaunch.start(main, workers=n)\n")
-    assert [(line, fix, fixed) for line, fix, _, fixed in found] == [(2, "manual", None)]
+    found = limited_findings(
+        "import torch_xla.launch as launch\nlaunch.start(main, workers=n)\n"
+        "launch.start(main, workers=1 if alone else 8)\n"
+    )
+    assert [(line, fix, fixed) for line, fix, _, fixed in found] == [
+        (2, "manual", None),
+        (3, "manual", None),
+    ]
     assert "`workers=n` is computed: where it may be 1 or None, the call needs it" in found[0][2]
 
 

@@ -370,8 +370,13 @@ class ApiFixer:
         return None
 
     def _rejected(self, parameter: Parameter, argument: ast.expr) -> bool:
-        """Whether the argument is a value torch-xla no longer takes for `parameter`."""
-        return bool(parameter.accepted) and self.code(argument) not in parameter.accepted
+        """Whether the argument may be a value torch-xla no longer takes for `parameter`
+        (`1 if tp_degree == 1 else None` is one of the values it takes, either way)."""
+        if not parameter.accepted:
+            return False
+        if isinstance(argument, ast.IfExp):
+            return any(self._rejected(parameter, arm) for arm in (argument.body, argument.orelse))
+        return self.code(argument) not in parameter.accepted
 
     def _goes(self, parameter: Parameter, argument: ast.expr) -> bool:
         """Whether the fix drops the argument: its parameter has no counterpart to pass it to,
