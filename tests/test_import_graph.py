@@ -136,7 +136,8 @@ STAGES: dict[str, tuple[str, ...]] = {
     ),
     "plan": (
         "kinds.decided", "kinds.python.filefindings", "kinds.python.launchapis",
-        "kinds.python.plan", "kinds.python.planner", "kinds.python.reads", "kinds.shell.render",
+        "kinds.python.plan", "kinds.python.planner", "kinds.python.planstate",
+        "kinds.python.reads", "kinds.python.recipe_steps", "kinds.shell.render",
         "project.build", "project.decide", "project.units",
     ),
     "report": ("report", "ruletext"),

@@ -27,14 +27,14 @@ from xlamigrate.kinds.python.nxdt_orchestrator import orchestrator_reason
 from xlamigrate.kinds.python.plan import Plan
 from xlamigrate.kinds.python.planner import (
     FLAG_SET_AFTER_DEVICE_START,
-    FLOAT64_UNDER_DOWNCAST,
     Planner,
-    after_imports,
     kept_enabling,
 )
 from xlamigrate.kinds.python.planner import (
     RECIPE_PROBLEMS as RECIPE_PROBLEMS,
 )
+from xlamigrate.kinds.python.planstate import after_imports
+from xlamigrate.kinds.python.recipe_steps.float64 import FLOAT64_UNDER_DOWNCAST
 from xlamigrate.kinds.python.source import PythonFile, parse_failure, parsed_python
 from xlamigrate.kinds.python.training import Line, Statement, TrainingScript
 from xlamigrate.kinds.python.xlaapis import ApiEdits, ApiFinding
