@@ -117,12 +117,6 @@ def run_example(
     )
 
 
-# Where a scan does not yet say what the rewrite does (each is a bug to fix, not a behaviour).
-SCAN_DISAGREES = {
-    "XM407": "the text kinds' scan plans no NEURON_CC_FLAGS merge, so it never reports XM407",
-}
-
-
 @pytest.mark.parametrize(("code", "example", "mode"), RUNS)
 def test_the_example_gets_what_it_shows(
     code: str,
@@ -141,13 +135,7 @@ def test_the_example_gets_what_it_shows(
 @pytest.mark.parametrize(
     ("code", "example", "mode"),
     [
-        pytest.param(
-            *run.values,
-            id=run.id,
-            marks=[pytest.mark.xfail(reason=SCAN_DISAGREES[run.values[0]], strict=True)]
-            if run.values[0] in SCAN_DISAGREES
-            else [],
-        )
+        pytest.param(*run.values, id=run.id)
         for run in RUNS
         if not _reported_by_rewrite_only(run.values[0])
     ],

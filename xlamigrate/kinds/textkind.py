@@ -179,7 +179,15 @@ def scan_text(task: FileTask, kind: TextKind, analysis: TextAnalysis | None = No
         return FileResult(path, errors=(decoded,))
     if analysis is None:
         analysis = _analyse(kind, decoded.text, catalogue)
-    found = [f for _, f in _reported(path, decoded.text, analysis, catalogue, enabled, context)]
+    pairs = _reported(path, decoded.text, analysis, catalogue, enabled, context)
+    found = [f for _, f in pairs]
+    if context is not None and pairs:  # as the rewrite in the scan's mode would report them
+        request = RewriteRequest(context.mode, signal=context.signal)
+        plan = _TextPlan(kind, decoded.text, analysis, catalogue, request, context)
+        for access, finding in pairs:
+            plan.take(access, finding)
+        plan.finish(path)
+        found = [*plan.fixed, *plan.remaining]
     found += _variables(path, decoded.text, kind, catalogue, enabled)
     findings = tuple(sorted(found, key=lambda f: f.sort_key))
     return FileResult(path, findings=findings, errors=_problems(path, analysis))
