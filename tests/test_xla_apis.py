@@ -15,10 +15,12 @@ from tests import snapshots
 from tests.conftest import FIXTURES, ROOT
 from tests.test_cli import run_cli, write_files
 from xlamigrate.apitable import ApiTable, Parameter, Version, XlaApi, api_table
-from xlamigrate.catalogue import Catalogue
+from xlamigrate.catalogue import Catalogue, load_catalogue
 from xlamigrate.engine import rewrite_source, scan_source
+from xlamigrate.kinds.python.astpositions import SourceLines
 from xlamigrate.kinds.python.astscopes import Scopes
-from xlamigrate.kinds.python.xlaapis import ApiFixer, api_uses
+from xlamigrate.kinds.python.source import PythonFile
+from xlamigrate.kinds.python.xlaapis import ApiFixer, api_findings, api_uses
 from xlamigrate.project.pins import Pins, _pinned
 from xlamigrate.request import FileContext, RewriteRequest
 from xlamigrate.ruleexamples import examples_of
@@ -531,3 +533,47 @@ def test_the_docs_list_of_what_xm502_reports_is_what_rule_prints() -> None:
     assert result.returncode == 0, result.stderr
     printed = result.stdout.split("What it reports", 1)[1].split("\n\n", 1)[0]
     assert shown == f"What it reports{printed}\n"
+
+
+@pytest.mark.parametrize(
+    ("source", "line"),
+    [
+        ("import torch_xla\ndevice = torch_xla.core.xla_model.xla_device()\n", 2),
+        ("import torch_xla\ndevice = torch_xla . core.\\\n    xla_model.xla_device()\n", 2),
+        (
+            "import torch_xla\ndevice = (torch_xla.core  # it\n  .xla_model.xla_device())\n",
+            2,
+        ),
+        ("from torch_xla import amp\nwith amp.autocast(device):\n    pass\n", 2),
+        ("def main():\n    import torch_xla.core.xla_model as xm\n    xm.mark_step()\n", 3),
+        (
+            "try:\n    pass\nexcept ValueError:\n    pass\nelse:\n"
+            "    from torch_xla.core import xla_model\nxla_model.mark_step()\n",
+            7,
+        ),
+        (
+            "match mode:\n    case 1:\n        import torch_xla.core.xla_model as xm\n"
+            "xm.mark_step()\n",
+            4,
+        ),
+    ],
+)
+def test_a_use_is_found_through_whatever_import_reaches_it(
+    source: str, line: int, catalogue: Catalogue
+) -> None:
+    """Files are analysed for API uses only where an import (at any depth of statements) binds
+    a name the entry is reached through; every spelling that reaches one still does."""
+    result = scan_source(
+        "t.py", source.encode(), "python", catalogue, frozenset({"XM502", "XM504"})
+    )
+    assert [f.span.line for f in result.findings] == [line]
+
+
+def test_a_file_that_imports_nothing_reaching_an_entry_is_not_resolved() -> None:
+    """`mark_step` named, but only torch's own modules imported: no use, and no scopes built."""
+    source = "import torch\n# xm.mark_step() used to go here\nmark_step = torch.compile\n"
+    module = ast.parse(source)
+    file = PythonFile("t.py", source, module, SourceLines(source))
+    found = api_findings(file, lambda node: "", load_catalogue(), frozenset({"XM502"}), None)
+    assert found == []
+    assert "scopes" not in vars(file)

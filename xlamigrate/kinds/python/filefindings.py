@@ -34,17 +34,13 @@ Pairs = list[tuple[EnvAccess | FlagMention, Finding]]
 
 
 def env_analysis(
-    module: ast.Module,
-    source: str,
-    catalogue: Catalogue,
-    also: Collection[str],
-    scopes: Scopes,
+    file: PythonFile, catalogue: Catalogue, also: Collection[str]
 ) -> EnvAccessAnalysis:
     """The env analysis of the flags (and the `also` variables); none where the file names
     none of them (a file read for its torch-xla API uses alone: the walk is half a scan)."""
-    if not any(name in source for name in (*catalogue.flags, *also)):
+    if not any(name in file.source for name in (*catalogue.flags, *also)):
         return EnvAccessAnalysis((), ())
-    return analyse_env_accesses(module, source, catalogue.flags, also, scopes)
+    return analyse_env_accesses(file.module, file.source, catalogue.flags, also, file.scopes)
 
 
 def python_variables(

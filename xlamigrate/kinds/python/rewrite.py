@@ -12,7 +12,6 @@ import re
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.findings import LEGACY_FLAG_STAYS_WITH_AUTOCAST, WRITE_NOT_REMOVABLE
 from xlamigrate.kinds.python.astpositions import SourceLines
-from xlamigrate.kinds.python.astscopes import Scopes
 from xlamigrate.kinds.python.envaccess import EnvAccess
 from xlamigrate.kinds.python.filefindings import (
     Pairs,
@@ -57,9 +56,10 @@ def rewrite_python(task: FileTask, request: RewriteRequest) -> RewriteOutcome:
     if parsed is None:
         return RewriteOutcome(path, data, None, errors=(parse_failure(path, data),))
     source, module = parsed
-    scopes = Scopes(module)
-    analysis = env_analysis(module, source, catalogue, RECIPE_VARIABLES, scopes)
     lines = SourceLines(source)
+    file = PythonFile(path, source, module, lines)
+    analysis = env_analysis(file, catalogue, RECIPE_VARIABLES)
+    scopes = file.scopes
     pairs = kept_for_children(
         reported(path, source, analysis, lines.span, catalogue, enabled, scopes, context),
         context,
@@ -72,7 +72,6 @@ def rewrite_python(task: FileTask, request: RewriteRequest) -> RewriteOutcome:
 
         found = command_findings(path, source, lines, analysis.commands, catalogue, enabled)
         commands = list(found)
-    file = PythonFile(path, source, module, scopes, lines)
     apis = api_pairs(file, catalogue, enabled, context)
     commands += python_variables(file, catalogue, enabled)
     commands += framework_options(file, catalogue, enabled, context)

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.kinds.python.astpositions import SourceLines
-from xlamigrate.kinds.python.astscopes import Scopes
 from xlamigrate.kinds.python.envaccess import EnvAccess
 from xlamigrate.kinds.python.filefindings import (
     api_pairs,
@@ -52,10 +51,11 @@ def _scan_on_ast(
     project's recipe resolves; the file's own enabling writes, which the rewrite removes only
     where their recipe goes in whole)."""
     planned = context.recipe is None  # its own enabling writes may need the rewriter's plan
-    scopes = Scopes(module)
-    also = RECIPE_VARIABLES if planned else ()
-    analysis = env_analysis(module, source, catalogue, also, scopes)
     lines = SourceLines(source)
+    file = PythonFile(path, source, module, lines)
+    also = RECIPE_VARIABLES if planned else ()
+    analysis = env_analysis(file, catalogue, also)
+    scopes = file.scopes if analysis.mentions else None  # (a file naming no flag: none yet)
     pairs = reported(path, source, analysis, lines.span, catalogue, enabled, scopes, context)
     script: TrainingScript | None = None
     recipe = context.reads_against
@@ -71,7 +71,7 @@ def _scan_on_ast(
         from xlamigrate.kinds.python.training import TrainingScript
         from xlamigrate.nesting import too_deep
 
-        script = TrainingScript(module, source, scopes)
+        script = TrainingScript(module, source, file.scopes)
         if script.too_deep is not None:
             return FileResult(path, errors=(too_deep(path, script.too_deep),))
     if recipe is not None and reads:  # what the rewrite makes of them, as it would say it
@@ -96,7 +96,6 @@ def _scan_on_ast(
 
         commands = analysis.commands
         found += command_findings(path, source, lines, commands, catalogue, enabled)
-    file = PythonFile(path, source, module, scopes, lines)
     found += [finding for _, finding in api_pairs(file, catalogue, enabled, context)]
     found += python_variables(file, catalogue, enabled)
     found += framework_options(file, catalogue, enabled, context)

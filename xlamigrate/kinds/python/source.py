@@ -4,6 +4,7 @@ and why a file does not parse."""
 from __future__ import annotations
 
 import ast
+import functools
 import io
 import tokenize
 import warnings
@@ -16,14 +17,18 @@ from xlamigrate.results import FileError
 
 @dataclass(frozen=True)
 class PythonFile:
-    """A parsed Python file as its analyses read it: its display path, text and tree, the tree's
-    scopes, and its lines (where a node is, as findings say it)."""
+    """A parsed Python file as its analyses read it: its display path, text and tree, its lines
+    (where a node is, as findings say it) and the tree's scopes, made when an analysis first
+    needs them (a file its analyses find nothing to resolve in never has them built)."""
 
     path: str
     source: str
     module: ast.Module
-    scopes: Scopes
     lines: SourceLines
+
+    @functools.cached_property
+    def scopes(self) -> Scopes:
+        return Scopes(self.module)
 
 
 def parsed_python(data: bytes) -> tuple[str, ast.Module] | None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -712,6 +713,61 @@ def _assumed(api: XlaApi) -> str:
     return "its calls pass " + ", and ".join(said or ["the arguments its successor takes"])
 
 
+def _may_use(file: PythonFile, table: ApiTable) -> bool:
+    """Whether the file may use an entry: it holds the entry's last name, and one of its
+    imports (at any depth of statements) binds a name the entry is reached through (its module
+    or a package above it, the entry itself, a module it is a member of). A use is resolved
+    through the file's imports alone (`api_uses`), so a file without one has none."""
+    named = [api.name for api in table.apis.values() if api.member in file.source]
+    if not named:
+        return False
+    for statement in _statements(file.module.body):
+        if isinstance(statement, ast.Import):
+            bound = [a.name if a.asname else a.name.split(".")[0] for a in statement.names]
+        elif isinstance(statement, ast.ImportFrom) and not statement.level and statement.module:
+            module = statement.module
+            bound = [module if a.name == "*" else f"{module}.{a.name}" for a in statement.names]
+        else:
+            continue
+        if any(_reaches(path, name, file.source) for path in bound for name in named):
+            return True
+    return False
+
+
+def _reaches(path: str, name: str, source: str) -> bool:
+    """Whether a name bound to `path` may reach entry `name` in `source` (or is inside it: a
+    module entry's member). Through a package above the entry's module, only a dotted path
+    can (`torch_xla.amp.autocast` after `import torch_xla`): the source must spell the rest."""
+    if path == name or path.startswith(f"{name}."):
+        return True
+    if not name.startswith(f"{path}."):
+        return False
+    rest = name[len(path) + 1 :].split(".")
+    if len(rest) == 1:
+        return True  # (its last name is in the source: `named`)
+    return re.search(_DOT.join(map(re.escape, rest)), source) is not None
+
+
+# A dot between two names as Python's tokenizer allows it: spaces, line continuations and, in
+# brackets, comments and newlines around it.
+_DOT = r"(?:\s|\\|#[^\n]*)*\.(?:\s|\\|#[^\n]*)*"
+
+
+def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Every statement, nested ones included (bodies, branches, handlers, cases), not the
+    expressions: where an import can stand."""
+    stack = list(reversed(body))
+    while stack:
+        statement = stack.pop()
+        yield statement
+        for part in ("body", "orelse", "finalbody"):
+            inner = getattr(statement, part, None)
+            if isinstance(inner, list):
+                stack.extend(reversed([s for s in inner if isinstance(s, ast.stmt)]))
+        for holder in (*getattr(statement, "handlers", ()), *getattr(statement, "cases", ())):
+            stack.extend(reversed(holder.body))
+
+
 def _literal(node: ast.expr) -> bool:
     """A constant, or a negated one (`-1`): the value the code passes, whatever runs before."""
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
@@ -791,6 +847,8 @@ def api_findings(
     rules = table.rules() & enabled
     if not rules or not any(name in file.source for name in table.last_names):
         return []
+    if not _may_use(file, table):
+        return []  # (no scopes built: half the cost of a file read for its API uses)
     uses, imports = api_uses(file.scopes, table)
     fixes = {code_: catalogue.rule(code_).fix or "manual" for code_ in rules}
     fixer = ApiFixer(file.scopes, table, code, fixes, floor, suppressed)
