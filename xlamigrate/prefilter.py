@@ -29,7 +29,16 @@ class Prefilter:
         self.triggers = kinds.triggers()
         table = api_table()
         uses_apis = {api.rule for api in table.apis.values()} & enabled
-        self.apis = _any_of(table.last_names) if uses_apis else None
+        # Each API's dotted name in parts: a file reaches one only through imports that name
+        # every part (`import torch_xla.core.xla_model as xm` ... `xm.mark_step`; `import
+        # torch_xla` ... `torch_xla.core.xla_model.mark_step`), so it holds them all.
+        self.apis: tuple[tuple[bytes, ...], ...] | None = (
+            tuple(
+                tuple(p.encode("ascii") for p in api.name.split(".")) for api in table.apis.values()
+            )
+            if uses_apis
+            else None
+        )
         variables = variable_names(enabled)
         self.variables = _any_of(variables) if variables else None
         # a framework's precision option (XM104): the file names its package and the option
@@ -51,7 +60,7 @@ class Prefilter:
             self.apis is not None
             and kind in _API_KINDS
             and b"torch_xla" in data
-            and self.apis.search(data) is not None
+            and any(all(part in data for part in parts) for parts in self.apis)
         )
 
 
