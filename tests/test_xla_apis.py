@@ -544,6 +544,7 @@ def test_the_docs_list_of_what_xm502_reports_is_what_rule_prints() -> None:
             "import torch_xla\ndevice = (torch_xla.core  # it\n  .xla_model.xla_device())\n",
             2,
         ),
+        ("import torch_xla\ndevice = (torch_xla.core).xla_model.xla_device()\n", 2),
         ("from torch_xla import amp\nwith amp.autocast(device):\n    pass\n", 2),
         ("def main():\n    import torch_xla.core.xla_model as xm\n    xm.mark_step()\n", 3),
         (

@@ -748,9 +748,9 @@ def _reaches(path: str, name: str, source: str) -> bool:
     return re.search(_DOT.join(map(re.escape, rest)), source) is not None
 
 
-# A dot between two names as Python's tokenizer allows it: spaces, line continuations and, in
-# brackets, comments and newlines around it.
-_DOT = r"(?:\s|\\|#[^\n]*)*\.(?:\s|\\|#[^\n]*)*"
+# A dot between two names as Python allows it: spaces, line continuations and, in brackets,
+# comments and newlines around it, and the brackets themselves (`(torch_xla.core).xla_model`).
+_DOT = r"(?:[\s\\()]|#[^\n]*)*\.(?:[\s\\()]|#[^\n]*)*"
 
 
 def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
