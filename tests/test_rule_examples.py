@@ -17,6 +17,7 @@ from tests.conftest import ROOT
 from xlamigrate.catalogue import Catalogue, load_catalogue
 from xlamigrate.config import load_settings
 from xlamigrate.engine import rewrite_paths, scan_paths
+from xlamigrate.findings import worded
 from xlamigrate.request import RewriteRequest
 from xlamigrate.results import FileError, Finding
 from xlamigrate.ruleexamples import Example, examples_of
@@ -55,12 +56,14 @@ def write_example(example: Example, folder: Path) -> None:
 
 
 def described(item: Finding | FileError) -> str:
-    """`path:[cell:]line:column applicability`, as an example lists its findings."""
+    """`path:[cell-N:]line:column applicability: first line`, as an example lists a finding (the
+    first line as the text output words it)."""
     if isinstance(item, FileError):
-        return f"{item.path}:{item.line}:{item.column} none"
+        return f"{item.path}:{item.line}:{item.column} none: {item.message}"
     cell = "" if item.cell is None else f"cell-{item.cell + 1}:"
     fix = item.fix.applicability if item.fix is not None else "none"
-    return f"{item.path}:{cell}{item.span.line}:{item.span.column} {fix}"
+    title = worded(item, _CATALOGUE.rules.get(item.code)).title
+    return f"{item.path}:{cell}{item.span.line}:{item.span.column} {fix}: {title}"
 
 
 def test_every_rule_has_an_example_of_what_it_reports_or_says_why_not() -> None:
@@ -78,9 +81,8 @@ def test_every_fix_an_example_shows_is_one_its_rule_offers() -> None:
         rule = _CATALOGUE.rule(code)
         for example in examples_of(code, MODES):
             for finding in example.findings:
-                applicability = finding.rsplit(" ", 1)[1]
                 offered = (*rule.applicabilities, "none" if not rule.fixes else "")
-                assert applicability in offered, f"{code}: {finding}"
+                assert finding.fix in offered, f"{code}: {finding}"
 
 
 def positioned(items: list[Finding | FileError]) -> list[Finding | FileError]:
@@ -128,9 +130,11 @@ def test_the_example_gets_what_it_shows_and_a_scan_says_so(
 ) -> None:
     """The rewrite reports the example's findings and writes its `fixed` files; a scan in the
     same mode reports the same findings (a rule of the rewrite's own work aside)."""
-    monkeypatch.chdir(tmp_path)
-    reported, changed, scanned = run_example(code, example, mode, tmp_path, catalogue)
-    assert reported == list(example.findings)
+    project = tmp_path / "project"  # (a message may name the project's folder)
+    project.mkdir()
+    monkeypatch.chdir(project)
+    reported, changed, scanned = run_example(code, example, mode, project, catalogue)
+    assert reported == [str(finding) for finding in example.findings]
     assert changed == example.rewritten(mode)
     if not _reported_by_rewrite_only(code):
         assert scanned == reported
@@ -152,8 +156,7 @@ def test_the_rule_command_prints_the_examples() -> None:
                 printed.index(f"  {path}:") + 1 :
             ][: len(text.splitlines())]
         for finding in example.findings:
-            where, fix = finding.rsplit(" ", 1)
-            assert f"    {where} [fix: {fix}]" in printed
+            assert f"    {finding.where} [fix: {finding.fix}] {finding.title}" in printed
         for mode, changed in example.fixed:
             assert f"  `xlamigrate rewrite --mode {mode}` writes:" in printed
             for path, text in changed:

@@ -6,7 +6,7 @@ what the engine does not do.
 
     [[examples]]
     about = "what the example shows"
-    findings = ["train.py:3:1 safe"]  # path:line:column and the fix applicability, or none
+    findings = ["train.py:3:1 safe: XLA_USE_BF16 set to \"1\" (on)"]  # where, fix, first line
     modes = ["autocast"]              # the modes it is about (default: every mode)
     [examples.files]
     "train.py" = '''...'''
@@ -18,6 +18,7 @@ is about and `fixed` does not name leaves every file as it is."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,13 +26,33 @@ from xlamigrate.rulesdata import CatalogueError, read_toml, rules_directory
 
 EVERY_MODE = "every-mode"  # a `fixed` key: what the rewrite makes of the files in each mode
 _KEYS = frozenset({"about", "findings", "modes", "files", "fixed"})
+# A finding as an example lists it: where, its fix applicability ("none": it has no fix), and
+# the first line the text output gives it.
+_FINDING = re.compile(r"(?P<where>\S+) (?P<fix>safe|unsafe|manual|none): (?P<title>.+)")
+
+
+@dataclass(frozen=True)
+class ExampleFinding:
+    where: str  # path:[cell-N:]line:column
+    fix: str  # safe, unsafe, manual, or none
+    title: str  # the first line of its message, as the text output shows it
+
+    @classmethod
+    def parse(cls, text: str) -> ExampleFinding:
+        match = _FINDING.fullmatch(text)
+        if match is None:
+            raise ValueError(f"not `path:line:column fix: first line`: {text!r}")
+        return cls(match["where"], match["fix"], match["title"])
+
+    def __str__(self) -> str:
+        return f"{self.where} {self.fix}: {self.title}"
 
 
 @dataclass(frozen=True)
 class Example:
     about: str
     files: tuple[tuple[str, str], ...]  # (path in the project, text)
-    findings: tuple[str, ...]  # the rule's findings: "path:line:column applicability"
+    findings: tuple[ExampleFinding, ...]  # the rule's findings there
     modes: tuple[str, ...] | None  # the modes it is about (None: every mode)
     fixed: tuple[tuple[str, tuple[tuple[str, str], ...]], ...]  # mode -> the changed files
 
@@ -77,7 +98,7 @@ def _example(item: dict[str, Any], modes: tuple[str, ...]) -> Example:
     return Example(
         about=str(item["about"]),
         files=files,
-        findings=tuple(str(finding) for finding in item.get("findings", ())),
+        findings=tuple(ExampleFinding.parse(str(text)) for text in item.get("findings", ())),
         modes=tuple(chosen) if chosen is not None else None,
         fixed=fixed,
     )

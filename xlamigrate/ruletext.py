@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from xlamigrate.apitable import ApiTable
 from xlamigrate.catalogue import Rule
-from xlamigrate.ruleexamples import EVERY_MODE, Example
+from xlamigrate.ruleexamples import EVERY_MODE, Example, ExampleFinding
 
 _WIDTH = 92
 
@@ -90,10 +90,10 @@ def _example_lines(rule: Rule, example: Example) -> list[str]:
     return lines
 
 
-def _finding(finding: str) -> str:
-    """`train.py:3:1 safe` -> `train.py:3:1 [fix: safe]`."""
-    where, applicability = finding.rsplit(" ", 1)
-    return f"{where} [fix: {applicability}]" if applicability != "none" else where
+def _finding(finding: ExampleFinding) -> str:
+    """`train.py:3:1 [fix: safe] XLA_USE_BF16 set to "1" (on)`, as the text output words it."""
+    fix = f" [fix: {finding.fix}]" if finding.fix != "none" else ""
+    return f"{finding.where}{fix} {finding.title}"
 
 
 def _fix_lines(rule: Rule) -> list[str]:
