@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.findings import with_note
 from xlamigrate.flagvalue import RECIPE_FLAGS
+from xlamigrate.frameworktable import FRAMEWORK_OPTION_SETS_LEGACY_FLAG, framework_table
 from xlamigrate.kinds.python.astpositions import SourceLines
 from xlamigrate.kinds.python.astscopes import Scopes
 from xlamigrate.kinds.python.detect import classified
@@ -63,10 +64,15 @@ def python_variables(
 def framework_options(
     file: PythonFile, catalogue: Catalogue, enabled: frozenset[str], context: FileContext
 ) -> list[Finding]:
-    """The file's framework options that make the framework set a legacy flag itself (XM104)."""
+    """The file's framework options that make the framework set a legacy flag itself (XM104)
+    (the analysis is loaded only for a file that names one of the options' calls)."""
+    if FRAMEWORK_OPTION_SETS_LEGACY_FLAG not in enabled:
+        return []
+    if not any(name in file.source for name in framework_table().last_names):
+        return []
     from xlamigrate.kinds.python.frameworks import framework_findings
 
-    return _unsuppressed(framework_findings(file, catalogue, enabled, context), file.lines)
+    return _unsuppressed(framework_findings(file, catalogue, context), file.lines)
 
 
 def _unsuppressed(found: list[Finding], lines: SourceLines) -> list[Finding]:
@@ -93,7 +99,10 @@ def api_pairs(
     file: PythonFile, catalogue: Catalogue, enabled: frozenset[str], context: FileContext
 ) -> list[tuple[ApiFinding, Finding]]:
     """The file's uses of deprecated and removed torch-xla APIs (XM5xx) the user asked for,
-    each with what its fix writes."""
+    each with what its fix writes (the analysis is loaded only for a file that names torch_xla:
+    a use resolves through an import of one of its modules)."""
+    if "torch_xla" not in file.source:
+        return []
     from xlamigrate.kinds.python.xlaapis import api_findings
 
     def code(node: ast.AST) -> str:

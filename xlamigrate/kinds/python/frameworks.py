@@ -50,14 +50,11 @@ class _Known:
 
 
 def framework_findings(
-    file: PythonFile, catalogue: Catalogue, enabled: frozenset[str], context: FileContext
+    file: PythonFile, catalogue: Catalogue, context: FileContext
 ) -> list[Finding]:
-    """The file's framework options that set a legacy flag, as XM104 findings."""
-    if FRAMEWORK_OPTION_SETS_LEGACY_FLAG not in enabled:
-        return []
+    """The file's framework options that set a legacy flag, as XM104 findings (the caller
+    asks only where the rule is enabled and the file names one of the options' calls)."""
     table = framework_table()
-    if not any(name in file.source for name in table.last_names):
-        return []
     uses = option_uses(file.scopes, table, context.frameworks)
     rule = catalogue.rule(FRAMEWORK_OPTION_SETS_LEGACY_FLAG)
     pins = dict(context.frameworks)
