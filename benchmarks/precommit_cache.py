@@ -46,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import scan_neuron_tree  # (sibling scripts, not a package)
 import scan_throughput
+from measured import measured_checkout
 
 CACHE = ".xlamigrate_cache"
 LAUNCHER = (
@@ -131,6 +132,7 @@ def main() -> None:
         python = hook_env(Path(environment.name)) if arguments.hook_env else sys.executable
         changed = build(arguments, tree)
         where = changed.relative_to(tree)
+        print(measured_checkout())
         print(f"tree: {scan_neuron_tree.describe(tree)}; the commit changes {where}")
         print(f"command: {' '.join(xlamigrate_command(python))}")
         measure(tree, changed, arguments.repeat, python)

@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from measured import measured_checkout
+
 REPOSITORIES = (
     "pytorch/xla",
     "huggingface/accelerate",
@@ -156,6 +158,7 @@ def main() -> None:
         tree = Path(holder.name)
     try:
         build_tree(named, tree)
+        print(measured_checkout())
         print(f"tree: {describe(tree)}, from {len(named)} repositories")
         xlamigrate = [sys.executable, "-m", "xlamigrate.cli", "scan", "--exit-zero", "."]
         commands = {
