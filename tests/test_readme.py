@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 from tests.conftest import ROOT, environment_without, needs_torch_xla_platform
+from tests.test_cli import run_cli
 from xlamigrate.apitable import api_table
 from xlamigrate.catalogue import load_catalogue
 
@@ -18,10 +19,7 @@ def test_readme_example_output_is_what_a_scan_of_examples_prints() -> None:
     them; its fixable count and the quick start's count of findings agree with them."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     block = readme.split("$ xlamigrate scan examples/\n", 1)[1].split("```", 1)[0]
-    result = subprocess.run(
-        [sys.executable, "-m", "xlamigrate.cli", "scan", "examples/"],
-        cwd=ROOT, capture_output=True, text=True,
-    )  # fmt: skip
+    result = run_cli("scan", "examples/", cwd=ROOT)
     assert result.returncode == 1, result.stderr
     assert block == result.stdout + result.stderr
     printed = [m.group(1) for line in result.stdout.splitlines() if (m := FINDING.match(line))]
@@ -106,11 +104,7 @@ def test_readme_rewrite_examples_are_what_rewrite_prints_in_each_mode_and_show_e
     for mode, added in recipe.items():
         command = f"$ xlamigrate rewrite --diff --mode {mode} examples/\n"
         block = readme.split(command, 1)[1].split("```", 1)[0]
-        result = subprocess.run(
-            [sys.executable, "-m", "xlamigrate.cli", "rewrite", "--diff", "--mode", mode,
-             "examples/"],
-            cwd=ROOT, capture_output=True, text=True,
-        )  # fmt: skip
+        result = run_cli("rewrite", "--diff", "--mode", mode, "examples/", cwd=ROOT)
         assert result.returncode == 1, result.stderr
         assert block == result.stdout, mode
         assert added in block, mode
@@ -133,10 +127,7 @@ API_EXAMPLE = "xlamigrate rewrite --select XM5 --diff tests/fixtures/xla-apis/en
 def test_readme_api_example_is_what_rewrite_prints() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     block = readme.split(f"$ {API_EXAMPLE}\n", 1)[1].split("```", 1)[0]
-    result = subprocess.run(
-        [sys.executable, "-m", "xlamigrate.cli", *API_EXAMPLE.split()[1:]],
-        cwd=ROOT, capture_output=True, text=True,
-    )  # fmt: skip
+    result = run_cli(*API_EXAMPLE.split()[1:], cwd=ROOT)
     assert result.returncode == 1, result.stderr
     assert block == result.stdout
 
@@ -153,9 +144,6 @@ def test_readme_rule_families_cover_the_catalogue_and_its_rule_example_is_what_r
     codes = set(load_catalogue().rules) | api_table().rules()
     assert all(any(code.startswith(family) for family in families) for code in codes)
     block = readme.split("$ xlamigrate rule XM202\n", 1)[1].split("```", 1)[0]
-    result = subprocess.run(
-        [sys.executable, "-m", "xlamigrate.cli", "rule", "XM202"],
-        cwd=ROOT, capture_output=True, text=True,
-    )  # fmt: skip
+    result = run_cli("rule", "XM202", cwd=ROOT)
     assert result.returncode == 0, result.stderr
     assert block == result.stdout
