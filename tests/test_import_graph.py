@@ -110,7 +110,7 @@ STAGES: dict[str, tuple[str, ...]] = {
         "masterweights", "modelowners", "nesting", "neuronflags", "nxdttable",
         "optimizer_facts", "optimizerfactories", "progress", "project", "project.model",
         "project.platform", "recipes", "releasetable", "request", "results", "ruleexamples",
-        "rulesdata", "settingvalues", "suppression", "xlavariables",
+        "rulesdata", "settingvalues", "suppression", "textwords", "xlavariables",
     ),
     "analyse": (
         "discover", "kinds.dockerfile.analysis", "kinds.dockerfile.commands",

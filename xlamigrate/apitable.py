@@ -12,6 +12,7 @@ from types import MappingProxyType
 from typing import Any
 
 from xlamigrate.rulesdata import APIS_FILE, CatalogueError, read_toml, rules_directory
+from xlamigrate.textwords import has_word
 
 REMOVED_XLA_API = "XM501"  # an API torch-xla 2.9 no longer has (its rule, in the table)
 _CALLS = ("same", "parameters")
@@ -128,6 +129,26 @@ class ApiTable:
     def last_names(self) -> frozenset[str]:
         """What a file that uses an entry holds: the entry's last name (a prefilter's words)."""
         return frozenset(api.member for api in self.apis.values())
+
+    def may_be_used(self, data: bytes, escaped: bool = False) -> bool:
+        """Whether a file's bytes may use an entry: they hold every part of its dotted name,
+        each a whole word (a use resolves through imports, which spell every part: `import
+        torch_xla.core.xla_model as xm` ... `xm.mark_step`). `escaped`: the bytes are a JSON
+        document's (a notebook's), where a name may follow an escape (`\\nxm`), so the parts
+        are only looked for."""
+        return any(
+            all(part in data for part in parts)
+            and (escaped or all(has_word(data, part) for part in parts))
+            for parts in self._parts
+        )
+
+    @functools.cached_property
+    def _parts(self) -> tuple[tuple[bytes, ...], ...]:
+        """Each entry's dotted name in parts, the last first (the rarest)."""
+        return tuple(
+            tuple(part.encode("ascii") for part in reversed(api.name.split(".")))
+            for api in self.apis.values()
+        )
 
     def rules(self) -> frozenset[str]:
         codes = {api.rule for api in self.apis.values()}

@@ -1,15 +1,15 @@
 """Which files are worth parsing, from their bytes alone: a file that names no flag, no kind
-trigger, no torch-xla runtime variable and (in Python) no torch-xla API of the table and no
-framework option that sets a flag (a package and an option's name) cannot have a finding, so
-it is never parsed."""
+trigger, no torch-xla runtime variable and (in Python) no torch-xla API of the table (every
+part of its dotted name) and no framework option that sets a flag (the framework's package, a
+call taking the option, the option passed) cannot have a finding, so it is never parsed. Names
+are whole words (textwords.py): `xla_device_hw` is no use of `xla_device`."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 from xlamigrate import kinds
-from xlamigrate.apitable import api_table
+from xlamigrate.apitable import ApiTable, api_table
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.frameworktable import (
     FRAMEWORK_OPTION_SETS_LEGACY_FLAG,
@@ -25,46 +25,36 @@ _UNREAD = frozenset(kind.name for kind in UNREAD_KINDS)
 
 class Prefilter:
     def __init__(self, catalogue: Catalogue, enabled: frozenset[str]) -> None:
-        self.flags = _any_of(catalogue.flags)
+        self.flags = _encoded(catalogue.flags)
         self.triggers = kinds.triggers()
         table = api_table()
         uses_apis = {api.rule for api in table.apis.values()} & enabled
-        # Each API's dotted name in parts: a file reaches one only through imports that name
-        # every part (`import torch_xla.core.xla_model as xm` ... `xm.mark_step`; `import
-        # torch_xla` ... `torch_xla.core.xla_model.mark_step`), so it holds them all.
-        self.apis: tuple[tuple[bytes, ...], ...] | None = (
-            tuple(
-                tuple(p.encode("ascii") for p in api.name.split(".")) for api in table.apis.values()
-            )
-            if uses_apis
-            else None
-        )
-        variables = variable_names(enabled)
-        self.variables = _any_of(variables) if variables else None
+        self.apis: ApiTable | None = table if uses_apis else None
+        self.variables = _encoded(variable_names(enabled))
         # a framework's precision option (XM104): the file names its package and the option
         self.frameworks: FrameworkTable | None = (
             framework_table() if FRAMEWORK_OPTION_SETS_LEGACY_FLAG in enabled else None
         )
 
     def may_have_findings(self, kind: str, data: bytes) -> bool:
-        if self.flags.search(data):
+        if any(flag in data for flag in self.flags):
             return True
-        if self.variables is not None and kind not in _UNREAD and self.variables.search(data):
+        if kind not in _UNREAD and any(name in data for name in self.variables):
             return True  # (a file xlamigrate does not read reports legacy flags alone)
         trigger = self.triggers.get(kind)
         if trigger is not None and trigger.search(data) is not None:
             return True
-        if self.frameworks is not None and kind in _API_KINDS and self.frameworks.may_be_used(data):
+        if kind not in _API_KINDS:
+            return False
+        escaped = kind == "notebook"  # (JSON: a name may follow an escape's letter)
+        if self.frameworks is not None and self.frameworks.may_be_used(data, escaped):
             return True
         return (
-            self.apis is not None
-            and kind in _API_KINDS
-            and b"torch_xla" in data
-            and any(all(part in data for part in parts) for parts in self.apis)
+            self.apis is not None and b"torch_xla" in data and self.apis.may_be_used(data, escaped)
         )
 
 
-def _any_of(names: Iterable[str]) -> re.Pattern[bytes]:
-    """Matches any of the names (the longest first)."""
-    ordered = sorted(names, key=len, reverse=True)
-    return re.compile(b"|".join(re.escape(name.encode("ascii")) for name in ordered))
+def _encoded(names: Iterable[str]) -> tuple[bytes, ...]:
+    """The names as bytes, each tested alone: a substring test per name is some 5x quicker
+    than one regex of them all, whose alternatives start with different letters."""
+    return tuple(sorted(name.encode("ascii") for name in names))
