@@ -553,7 +553,7 @@ def _pinned(job: _Job, context: FileContext, pins: Pins) -> FileContext:
         return replace(context, frameworks=pins.frameworks(Path(job.display)))
     if job.kind not in _SCRIPT_KINDS:
         return context
-    if framework_table().may_be_used(job.data):  # the releases its frameworks run (XM104)
+    if framework_table().may_be_used(job.data, escaped=job.kind == "notebook"):  # (XM104)
         context = replace(context, frameworks=pins.frameworks(Path(job.display)))
     if b"torch_xla" not in job.data:
         return context
@@ -893,8 +893,15 @@ class _Workers:
         if workers <= 1 or sum(len(job.data) for job in work) < _POOL_MIN_BYTES:
             return [_advanced(task(job), progress) for job in work]
         pool = self._started()
-        chunksize = max(1, len(work) // (workers * 4))
-        return [_advanced(r, progress) for r in pool.map(task, work, chunksize=chunksize)]
+        # The largest files first, in small chunks: no worker is left with a large file while
+        # the other waits (results come back in the work's order).
+        order = sorted(range(len(work)), key=lambda index: -len(work[index].data))
+        chunksize = max(1, len(work) // (workers * 16))
+        results: list[_Result | None] = [None] * len(work)
+        done = pool.map(task, [work[index] for index in order], chunksize=chunksize)
+        for index, result in zip(order, done, strict=True):
+            results[index] = _advanced(result, progress)
+        return cast("list[_Result]", results)
 
     def _started(self) -> ProcessPoolExecutor:
         """The pool (its processes start as work needs them, up to `jobs`)."""
