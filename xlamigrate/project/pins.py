@@ -99,6 +99,8 @@ def _pinned(data: bytes | None) -> Iterator[Version]:
     text = data.decode("utf-8", "replace")
     floors: dict[str, list[Version]] = {}  # "torch-xla" / "torch" -> the floor of each pin
     for line in text.splitlines():
+        if "torch" not in line.lower():
+            continue  # (every pin names torch: most lines of a setup.py or a Dockerfile do not)
         code = line.split("#", 1)[0] if not line.lstrip().startswith("#") else ""
         for names, version in _line_floors(code).items():
             floors.setdefault(names, []).append(version)

@@ -75,24 +75,54 @@ class Scopes:
         self.module = Scope("module", None, "")
         self.opened: dict[int, Scope] = {}  # id of a def, lambda, class or comprehension
         self.order: list[tuple[ast.AST, Scope, ast.AST | None]] = []
+        self._positions: dict[type, list[int]] = {}  # each node type's places in the order
         self._traverse(module)
+
+    def of(self, *kinds: type[ast.AST]) -> list[tuple[ast.AST, Scope, ast.AST | None]]:
+        """The nodes of these types (exactly), in walk order, each with its scope and frame."""
+        order, positions = self.order, self._positions
+        if len(kinds) == 1:
+            return [order[index] for index in positions.get(kinds[0], ())]
+        merged = sorted(index for kind in kinds for index in positions.get(kind, ()))
+        return [order[index] for index in merged]
 
     def _traverse(self, root: ast.AST) -> None:
         order = self.order
         stack: list[tuple[ast.AST, Scope, ast.AST | None]] = [(root, self.module, None)]
+        pop, push, extend = stack.pop, stack.append, stack.extend
+        positions, known = self._positions, _CHILD_FIELDS
         while stack:
-            item = stack.pop()
-            order.append(item)
+            item = pop()
             node, scope, frame = item
             kind = type(node)
+            placed = positions.get(kind)
+            if placed is None:
+                positions[kind] = [len(order)]
+            else:
+                placed.append(len(order))
+            order.append(item)
             if kind in _BINDERS:
                 self._bind(node, scope)
             if kind in _OPENERS:
                 inner_frame = node if kind in _FRAMES else frame
                 children = _children(node, scope, self)
-                stack.extend((child, s, inner_frame) for child, s in reversed(children))
-            else:
-                stack.extend((child, scope, frame) for child in reversed(_child_nodes(node)))
+                extend([(child, s, inner_frame) for child, s in reversed(children)])
+                continue
+            try:
+                fields = known[kind]
+            except KeyError:
+                fields = _fields_of(kind)
+            if fields is None:
+                extend([(child, scope, frame) for child in reversed(_child_nodes(node))])
+                continue
+            for name, many in reversed(fields):
+                value = getattr(node, name, None)
+                if value is None:
+                    continue
+                if many:
+                    extend([(c, scope, frame) for c in reversed(value) if c is not None])
+                else:
+                    push((value, scope, frame))
 
     def _bind(self, node: ast.AST, scope: Scope) -> None:
         if isinstance(node, ast.Name):
@@ -143,24 +173,35 @@ _INERT = (ast.expr_context, ast.operator, ast.unaryop, ast.cmpop, ast.boolop)
 
 def _child_nodes(node: ast.AST) -> list[ast.AST]:
     """`ast.iter_child_nodes`, less the inert nodes (contexts, operators), as a list."""
-    kind = type(node)
-    fields = _NODE_FIELDS.get(kind)
-    if fields is None:
-        fields = _NODE_FIELDS[kind] = _node_fields(kind)
+    fields = _fields_of(type(node))
+    if fields is None:  # (no grammar to go by: every field is looked at)
+        return [child for child in ast.iter_child_nodes(node) if not isinstance(child, _INERT)]
     found: list[ast.AST] = []
-    for name in fields:
+    for name, many in fields:
         value = getattr(node, name, None)
-        if isinstance(value, list):
-            found.extend(item for item in value if isinstance(item, ast.AST))
-        elif isinstance(value, ast.AST) and not isinstance(value, _INERT):
+        if value is None:
+            continue
+        if many:
+            found.extend(item for item in value if item is not None)
+        else:
             found.append(value)
     return found
 
 
+def _fields_of(kind: type) -> tuple[tuple[str, bool], ...] | None:
+    try:
+        return _CHILD_FIELDS[kind]
+    except KeyError:
+        fields = _CHILD_FIELDS[kind] = _child_fields(kind)
+        return fields
+
+
 # Per node type, the fields that may hold a node with code in it: not a name, a string, a
 # number, a constant, a context or an operator, as the grammar in the node's docstring types
-# them (`Attribute(expr value, identifier attr, expr_context ctx)`: "value" alone).
-_NODE_FIELDS: dict[type, tuple[str, ...]] = {}
+# them (`Attribute(expr value, identifier attr, expr_context ctx)`: "value" alone), each with
+# whether it holds a list (`expr* elts`, whose items may be None: a `**` in a dict's keys) or
+# one node or None (`expr value`, `expr? returns`). None: the type has no grammar to go by.
+_CHILD_FIELDS: dict[type, tuple[tuple[str, bool], ...] | None] = {}
 _NO_NODE_TYPES = frozenset(
     {"identifier", "string", "constant", "int", "expr_context", "operator", "unaryop", "cmpop",
      "boolop"}
@@ -168,17 +209,25 @@ _NO_NODE_TYPES = frozenset(
 _DECLARATION = re.compile(r"^\w+\((?P<fields>[^()]*)\)$")
 
 
-def _node_fields(kind: type) -> tuple[str, ...]:
+def _child_fields(kind: type) -> tuple[tuple[str, bool], ...] | None:
     fields: tuple[str, ...] = getattr(kind, "_fields", ())
+    if not fields:
+        return ()
     declared = _DECLARATION.match((kind.__doc__ or "").strip())
     if declared is None:
-        return fields  # (no grammar to go by: every field is looked at)
+        return None
     types: dict[str, str] = {}
     for part in declared["fields"].split(","):
         words = part.split()
         if len(words) == 2:
-            types[words[1]] = words[0].rstrip("?*")
-    return tuple(name for name in fields if types.get(name) not in _NO_NODE_TYPES)
+            types[words[1]] = words[0]
+    if set(fields) - set(types):
+        return None  # (a field the grammar does not type)
+    return tuple(
+        (name, types[name].endswith("*"))
+        for name in fields
+        if types[name].rstrip("?*") not in _NO_NODE_TYPES
+    )
 
 
 def _target_scope(scope: Scope, name: str) -> Scope:

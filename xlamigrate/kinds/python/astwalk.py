@@ -198,7 +198,8 @@ class AstEnvWalker:
         functions: dict[int, AstFunction] = {}
         skipped: set[int] = set()  # docstrings' constants
         visitors = self._visitors
-        for node, scope, frame in self.scopes.order:
+        walked = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Expr, *visitors)
+        for node, scope, frame in self.scopes.of(*walked):
             kind = type(node)
             if kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
                 is_method = isinstance(frame, ast.ClassDef)

@@ -80,7 +80,7 @@ def option_uses(
     constants = _constants(scopes)
     names_called = table.last_names | aliases(scopes)
     found: list[OptionUse] = []
-    for node, scope, _ in scopes.order:
+    for node, scope, _ in scopes.of(ast.Call):
         if not isinstance(node, ast.Call) or last_name(node.func) not in names_called:
             continue
         names = (
@@ -136,7 +136,7 @@ def _constants(scopes: Scopes) -> dict[str, ast.Constant]:
     """The module's names assigned once, to a literal (`PRECISION = "bf16-true"`)."""
     found: dict[str, ast.Constant] = {}
     targets = scopes.module.targets
-    for node, scope, _ in scopes.order:
+    for node, scope, _ in scopes.of(ast.Assign):
         if scope is not scopes.module or not isinstance(node, ast.Assign):
             continue
         if len(node.targets) != 1 or not isinstance(node.value, ast.Constant):
@@ -228,7 +228,7 @@ def aliases(scopes: Scopes) -> frozenset[str]:
     a table's call."""
     return frozenset(
         alias.asname
-        for node, _, _ in scopes.order
+        for node, _, _ in scopes.of(ast.Import, ast.ImportFrom)
         if isinstance(node, (ast.Import, ast.ImportFrom))
         for alias in node.names
         if alias.asname
@@ -236,7 +236,7 @@ def aliases(scopes: Scopes) -> frozenset[str]:
 
 
 def _imported(scopes: Scopes) -> Iterator[str]:
-    for node, _, _ in scopes.order:
+    for node, _, _ in scopes.of(ast.Import, ast.ImportFrom):
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and not node.level and node.module:

@@ -21,7 +21,7 @@ def last_reads(scopes: Scopes, tests: Sequence[ast.expr]) -> set[int]:
         held.update((id(node), index) for node in ast.walk(test) if isinstance(node, ast.Name))
     reads: Counter[tuple[int, str]] = Counter()
     in_tests: dict[int, Counter[tuple[int, str]]] = {}
-    for node, scope, _ in scopes.order:
+    for node, scope, _ in scopes.of(ast.Name):
         if not isinstance(node, ast.Name) or isinstance(node.ctx, ast.Store):
             continue
         binder = scope.binder(node.id)

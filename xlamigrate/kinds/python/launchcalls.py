@@ -100,7 +100,7 @@ def launch_writes(scopes: Scopes, table: LaunchTable) -> list[LaunchWrite]:
     called = table.last_names | aliases(scopes)
     calls = [
         (node, scope)
-        for node, scope, _ in scopes.order
+        for node, scope, _ in scopes.of(ast.Call)
         if isinstance(node, ast.Call) and last_name(node.func) in called
     ]
     if not calls:
@@ -178,7 +178,7 @@ def _first_string(
 def _decorated(scopes: Scopes) -> dict[int, str]:
     """The id of each decorator call, with the name of what it decorates."""
     found: dict[int, str] = {}
-    for node, _, _ in scopes.order:
+    for node, _, _ in scopes.of(ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             for decorator in node.decorator_list:
                 found[id(decorator)] = node.name
@@ -192,7 +192,7 @@ class _Stores:
     def __init__(self, scopes: Scopes) -> None:
         self.bound: dict[_Binding, list[ast.expr]] = {}
         self.items: dict[_Binding, list[tuple[ast.AST, ast.expr | None]]] = {}
-        for node, scope, _ in scopes.order:
+        for node, scope, _ in scopes.of(ast.Assign, ast.AnnAssign, ast.Call):
             if isinstance(node, ast.Assign):
                 for target in node.targets:
                     self._store(target, node.value, scope)

@@ -90,7 +90,7 @@ def _handed_to_environ(scopes: Scopes) -> list[ast.Call]:
     """`os.environ.update(X)` calls of the module (any import spelling), in source order."""
     calls = [
         node
-        for node, scope, _ in scopes.order
+        for node, scope, _ in scopes.of(ast.Call)
         if isinstance(node, ast.Call) and node.args and _ENVIRON_STORES & scope.qualified(node.func)
     ]
     return sorted(calls, key=lambda call: (call.lineno, call.col_offset))

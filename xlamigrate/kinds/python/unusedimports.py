@@ -219,7 +219,7 @@ def _places(scopes: Scopes) -> dict[int, Place]:
     (Lambdas and comprehensions bind no import: they have none.)"""
     places: dict[int, Place] = {id(scopes.module): ()}
     counts: dict[tuple[int, str], int] = {}
-    for node, scope, _ in scopes.order:
+    for node, scope, _ in scopes.of(*_DEFINITIONS):
         if not isinstance(node, _DEFINITIONS):
             continue
         inner, outer = scopes.opened.get(id(node)), places.get(id(scope))
@@ -233,7 +233,7 @@ def _places(scopes: Scopes) -> dict[int, Place]:
 def _uses(scopes: Scopes, places: dict[int, Place]) -> set[Binding]:
     """The bindings names are read or deleted from."""
     used: set[Binding] = set()
-    for node, scope, _ in scopes.order:
+    for node, scope, _ in scopes.of(ast.Name):
         if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Store):
             binder: Scope | None = scope.binder(node.id)
             place = places.get(id(binder)) if binder is not None else None

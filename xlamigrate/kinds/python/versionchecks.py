@@ -99,7 +99,7 @@ class VersionChecks:
     def _branches(self) -> dict[int, tuple[Branch, ...]]:
         found: dict[int, tuple[Branch, ...]] = {}
         elifs: set[int] = set()
-        for node, scope, _ in self.scopes.order:
+        for node, scope, _ in self.scopes.of(ast.If, ast.IfExp):
             if not isinstance(node, (ast.If, ast.IfExp)):
                 continue
             if isinstance(node, ast.If) and _is_elif(node):
@@ -210,7 +210,7 @@ class _Reader:
     def __init__(self, scopes: Scopes, table: ReleaseTable) -> None:
         self.table = table
         self._values: dict[int, tuple[ast.expr, Scope]] = {}  # a stored Name -> its value
-        for node, scope, _ in scopes.order:
+        for node, scope, _ in scopes.of(ast.Assign, ast.AnnAssign):
             if isinstance(node, ast.Assign) and len(node.targets) == 1:
                 target, value = node.targets[0], node.value
             elif isinstance(node, ast.AnnAssign) and node.value is not None:

@@ -128,7 +128,7 @@ class ApiFinding:
 def api_uses(scopes: Scopes, table: ApiTable) -> tuple[list[ApiUse], list[ApiImport]]:
     """The file's uses of table entries, and its imports of them, in walk order (an import
     tried under `except ImportError` is the file's own fallback: not one)."""
-    statements = [node for node, _, _ in scopes.order if type(node) in _IMPORTS_AND_TRIES]
+    statements = [node for node, _, _ in scopes.of(*_IMPORTS_AND_TRIES)]
     tried = _tried_imports(statements)
     imports = [
         found for node in statements if id(node) not in tried for found in _imported(node, table)
@@ -138,7 +138,7 @@ def api_uses(scopes: Scopes, table: ApiTable) -> tuple[list[ApiUse], list[ApiImp
     calls: dict[int, ast.Call] = {}
     consumed: set[int] = set()  # a module's chain whose member was seen (`pjrt` in `pjrt.f`)
     uses: list[ApiUse] = []
-    for node, scope, _ in scopes.order:
+    for node, scope, _ in scopes.of(ast.Call, ast.Attribute, ast.Name):
         if isinstance(node, ast.Call):
             calls[id(node.func)] = node
         elif isinstance(node, (ast.Attribute, ast.Name)):
@@ -600,7 +600,7 @@ class ApiFixer:
     def _binding_imports(self) -> dict[tuple[int, str], list[ast.Import | ast.ImportFrom]]:
         """The import statements binding each (scope, name)."""
         found: dict[tuple[int, str], list[ast.Import | ast.ImportFrom]] = {}
-        for node, scope, _ in self.scopes.order:
+        for node, scope, _ in self.scopes.of(ast.Import, ast.ImportFrom):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 for alias in node.names:
                     from_import = isinstance(node, ast.ImportFrom)
@@ -816,7 +816,7 @@ def _import_code(statement: ast.Import | ast.ImportFrom, names: list[ast.alias])
 def _exported(scopes: Scopes) -> set[str]:
     """The names a module-level `__all__` lists (what another module may import from it)."""
     found: set[str] = set()
-    for node, scope, _ in scopes.order:
+    for node, scope, _ in scopes.of(ast.Assign, ast.AugAssign):
         if scope is not scopes.module or not isinstance(node, (ast.Assign, ast.AugAssign)):
             continue
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
