@@ -375,6 +375,10 @@ class TrainingScript:
         return list(self._calls)
 
     def optimizer_sites(self) -> list[OptimizerSite]:
+        return list(self._optimizer_sites)
+
+    @functools.cached_property
+    def _optimizer_sites(self) -> tuple[OptimizerSite, ...]:
         sites = []
         for call in self._calls:
             factory = optimizer_factory(self.qualified_names(call.func))
@@ -390,7 +394,7 @@ class TrainingScript:
             statement = self.statement_of(call)
             if model is not None and isinstance(statement, Line):
                 sites.append(OptimizerSite(call, statement, model))
-        return sites
+        return tuple(sites)
 
     def device_used_before(self, node: Node) -> ast.Call | None:
         """The call that moved a tensor or model to the XLA device earlier than `node` on every
@@ -412,13 +416,10 @@ class TrainingScript:
     def float64_spellings(self) -> list[ast.Attribute]:
         """`torch.double`, `torch.float64` and the `x.double` of `x.double()` (no arguments)."""
         found: list[ast.Attribute] = []
-        for node in ast.walk(self.module):
-            if not isinstance(node, ast.Attribute):
+        for node, _, _ in self.scopes.of(ast.Attribute):
+            if not isinstance(node, ast.Attribute) or node.attr not in ("double", "float64"):
                 continue
-            if node.attr in ("double", "float64") and self.qualified_names(node) & {
-                "torch.double",
-                "torch.float64",
-            }:
+            if self.qualified_names(node) & {"torch.double", "torch.float64"}:
                 found.append(node)
                 continue
             parent = self.parent(node)
@@ -476,8 +477,12 @@ class TrainingScript:
 
     def device_names(self) -> frozenset[str]:
         """Names bound to the XLA device (`device = torch_xla.device()`)."""
+        return self._device_names
+
+    @functools.cached_property
+    def _device_names(self) -> frozenset[str]:
         names = set()
-        for node in ast.walk(self.module):
+        for node, _, _ in self.scopes.of(ast.Assign):
             if (
                 isinstance(node, ast.Assign)
                 and isinstance(node.value, ast.Call)
@@ -610,7 +615,7 @@ class TrainingScript:
     def _optimizer_subclasses(self) -> frozenset[str]:
         """The classes this module defines whose bases are optimizers (torch.optim's, or one
         defined here: `class TinyFactor(Optimizer)`): their calls build optimizers too."""
-        classes = [node for node in ast.walk(self.module) if isinstance(node, ast.ClassDef)]
+        classes = [n for n, _, _ in self.scopes.of(ast.ClassDef) if isinstance(n, ast.ClassDef)]
         found: set[str] = set()
         while more := {
             node.name
