@@ -51,3 +51,44 @@ def test_a_run_starts_one_pool_for_all_its_phases(
     assert pooled.findings == alone.findings
     assert pooled.launches == alone.launches
     assert any(f.code == "XM101" for f in pooled.findings)
+
+
+def test_the_workers_prefilter_a_large_tree_and_analyse_its_launchers(
+    big_project: Path, catalogue: Catalogue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past _PREFILTER_POOL_BYTES, the pool reads each file's verdict (the bytes inherited at
+    the fork, not sent) and analyses the flagged launchers meanwhile: the launchers are not
+    analysed again, and the report is the one process's, with the run cache too."""
+    for index in range(40):  # (files that name nothing: decided, never flagged)
+        (big_project / f"plain{index}.py").write_text(f"print({index})\n" * 50)
+    monkeypatch.setattr(engine, "_PREFILTER_POOL_BYTES", 1024)
+    analysed: list[str] = []
+    real = engine._Workers.run
+
+    def run(self: engine._Workers, work: list[Any], task: Any, *args: Any, **kwargs: Any) -> Any:
+        if getattr(task, "func", None) is engine._analyse_job:
+            known = kwargs.get("known") or {}
+            analysed.extend(job.display for job in work if job.display not in known)
+        return real(self, work, task, *args, **kwargs)
+
+    monkeypatch.setattr(engine._Workers, "run", run)
+    monkeypatch.chdir(big_project)
+    settings = load_settings([Path(".")], catalogue)
+    alone = engine.scan_paths([Path(".")], settings, catalogue, jobs=1)
+    launchers = list(analysed)
+    assert launchers, "one process analyses the launchers in the layout"
+    analysed.clear()
+    pooled = engine.scan_paths([Path(".")], settings, catalogue, jobs=2)
+    assert analysed == []  # all made by the workers that prefiltered them
+    assert pooled.findings == alone.findings
+    assert pooled.launches == alone.launches
+    cached = engine.scan_paths([Path(".")], settings, catalogue, jobs=2, use_cache=True)
+    again = engine.scan_paths([Path(".")], settings, catalogue, jobs=2, use_cache=True)
+    assert cached.findings == again.findings == alone.findings
+
+
+def test_slices_cut_the_bytes_evenly() -> None:
+    assert engine._slices([10, 10, 10, 10], 2) == [(0, 2), (2, 4)]
+    assert engine._slices([100, 1, 1, 1], 4) == [(0, 1), (1, 4)]
+    assert engine._slices([], 4) == []
+    assert engine._slices([0, 0], 2) == [(0, 2)]  # (no bytes: one run)

@@ -105,12 +105,16 @@ class _Run:
     enabled: frozenset[str]
     cache: RunCache | None
     read: _Read
-    jobs: int | None
     progress: Progress
 
     @classmethod
     def start(
-        cls, paths: Sequence[Path], settings: Settings, catalogue: Catalogue, run: RunOptions
+        cls,
+        paths: Sequence[Path],
+        settings: Settings,
+        catalogue: Catalogue,
+        run: RunOptions,
+        workers: _Workers,
     ) -> _Run:
         use_cache = run.get("use_cache", False)
         selection = run.get("selection") or select(
@@ -118,10 +122,12 @@ class _Run:
         )
         enabled = catalogue.select(settings.select, settings.ignore)
         cache = open_for_run(settings, enabled) if use_cache else None
+        workers.cache = cache
         read = _flagged_files(
-            selection.project, catalogue, enabled, cache, run.get("overlay") or {}
+            selection.project, catalogue, enabled, cache, run.get("overlay") or {}, workers
         )
-        return cls(selection, enabled, cache, read, run.get("jobs"), run.get("progress", SILENT))
+        workers.kinds = sorted(read.kinds)  # (what a pool started from here on preloads)
+        return cls(selection, enabled, cache, read, run.get("progress", SILENT))
 
 
 def scan_paths(
@@ -130,14 +136,14 @@ def scan_paths(
     """Scans the named files (and those under named folders) as part of the project below
     `settings.root`: its launch graph is built over all of it, so a file gets the findings a
     scan of the whole root gives it, whatever else is named (how it runs: `RunOptions`)."""
-    started = _Run.start(paths, settings, catalogue, run)
-    selection, enabled, cache, read = (
-        started.selection, started.enabled, started.cache, started.read
-    )  # fmt: skip
-    discovery, selected, progress = selection.project, selection.displays, started.progress
     # The launchers' findings say what `rewrite` (in the configured mode) would do with them.
     request = RewriteRequest(settings.mode or DEFAULT_MODE, target=settings.target)
-    with _Workers(started.jobs, read.kinds, cache) as workers:
+    with _Workers(run.get("jobs")) as workers:
+        started = _Run.start(paths, settings, catalogue, run, workers)
+        selection, enabled, cache, read = (
+            started.selection, started.enabled, started.cache, started.read
+        )  # fmt: skip
+        discovery, selected, progress = selection.project, selection.displays, started.progress
         pins = _pins(settings, cache)
         reuse = not run.get("overlay") and not read.unreadable
         decided = _decided(
@@ -182,16 +188,17 @@ def rewrite_paths(
     script it reaches, so a script whose recipe cannot go in whole is planned again without
     it, and the writes that reach it stay. A launcher's write, the scripts it reaches and the
     modules they import change together: where some of them are not selected, none does."""
-    started = _Run.start(paths, settings, catalogue, run)
-    selection, enabled, cache, read = (
-        started.selection, started.enabled, started.cache, started.read
-    )  # fmt: skip
-    discovery, selected, progress = selection.project, selection.displays, started.progress
-    work, unreadable = read.work(), _about(read.unreadable, selection)
-    with _Workers(started.jobs, read.kinds, cache) as workers:
+    with _Workers(run.get("jobs")) as workers:
+        started = _Run.start(paths, settings, catalogue, run, workers)
+        selection, enabled, cache, read = (
+            started.selection, started.enabled, started.cache, started.read
+        )  # fmt: skip
+        discovery, selected, progress = selection.project, selection.displays, started.progress
+        work, unreadable = read.work(), _about(read.unreadable, selection)
         layout = _Layout.of(
-            work, discovery, settings, catalogue, request, workers, read.kept, enabled
-        )
+            work, discovery, settings, catalogue, request, workers, read.kept, enabled,
+            made=read.analysed,
+        )  # fmt: skip
         layout.pins = _pins(settings, cache)
         task = partial(_rewrite_job, catalogue=catalogue, enabled=enabled, request=request)
         scripts = layout.python_jobs(work, unreadable, selected)
@@ -276,12 +283,14 @@ class _Layout:
         kept: dict[str, bytes] | None = None,
         enabled: frozenset[str] | None = None,  # None: every rule
         recorder: decidedcache.Recorder | None = None,  # hears what deciding asks
+        made: Mapping[str, Analysed | None] | None = None,  # the launchers analysed already
     ) -> _Layout:
         if not _asks_precision(catalogue, enabled):
             return cls([], None, {})
         launchers = [job for job in work if kinds.analyses_launches(job.kind)]
         analyse = partial(_analyse_job, catalogue=catalogue)
-        analysed = [a for a in workers.run(launchers, analyse, memo="analyse") if a is not None]
+        done = workers.run(launchers, analyse, memo="analyse", known=made)
+        analysed = [a for a in done if a is not None]
         if not any(launches_with_flag(a.analysis) for a in analysed):
             return cls(analysed, None, {})
         from xlamigrate.project.build import ProjectBuilder  # (a run that builds the project)
@@ -597,8 +606,9 @@ def _decided(
     recorder = decidedcache.Recorder(inputs) if where is not None else None
     work = read.work()
     layout = _Layout.of(
-        work, discovery, settings, catalogue, request, workers, read.kept, enabled, recorder
-    )
+        work, discovery, settings, catalogue, request, workers, read.kept, enabled, recorder,
+        read.analysed,
+    )  # fmt: skip
     layout.pins = pins
     if layout.project.scripts:
         planning = replace(request, plan_only=True)
@@ -734,6 +744,7 @@ class _Read:
     kept: dict[str, bytes]
     prefilter: Prefilter
     cache: RunCache | None = None
+    analysed: dict[str, Analysed | None] = field(default_factory=dict)  # launchers, by the pool
     _jobs: dict[str, _Job | None] = field(default_factory=dict)
 
     @property
@@ -783,12 +794,13 @@ def _flagged_files(
     enabled: frozenset[str] = frozenset(),
     cache: RunCache | None = None,
     overlay: Mapping[str, bytes] | None = None,
+    workers: _Workers | None = None,
 ) -> _Read:
     """The files that mention a flag or a torch-xla API of the table, and those that could not
     be read. A file the cache knows unchanged is not read here: not at all where it was not
-    flagged, when its job is asked for where it was."""
+    flagged, when its job is asked for where it was. Where many bytes are to be read, the
+    workers read them (`_Workers.prefiltered`), and analyse the flagged launchers meanwhile."""
     prefilter = Prefilter(catalogue, enabled)
-    flagged: list[tuple[SourceFile, bytes | None]] = []
     unreadable = [
         FileError(folder, None, f"could not read the folder: {reason}")
         for folder, reason in discovery.unlisted
@@ -800,13 +812,15 @@ def _flagged_files(
     known = iter(  # (bytes given for a file are not the disk's: the cache has no verdict)
         cache.known_verdicts([(s.location, s.kind) for s in on_disk]) if cache is not None else ()
     )
+    # Each file with its bytes (None: not read) and its verdict (None: not decided yet).
+    files: list[tuple[SourceFile, bytes | None, bool | None]] = []
     for source in discovery.files:
         given = overlay.get(source.display)
         if given is None and cache is not None:
             verdict = next(known)
             if verdict is not None:
                 if verdict:
-                    flagged.append((source, None))
+                    files.append((source, None, True))
                 continue
         read = _read(source) if given is None else given
         if isinstance(read, FileError):
@@ -815,16 +829,35 @@ def _flagged_files(
         if len(read) <= budget:
             kept[source.display] = read
             budget -= len(read)
-        decide = partial(prefilter.may_have_findings, source.kind, read)
-        if given is not None:  # (bytes not on disk: the cache does not remember them for it)
-            verdict = decide()
-        else:
+        # (bytes not on disk: the cache does not remember them for it)
+        files.append(
+            (
+                source,
+                read,
+                prefilter.may_have_findings(source.kind, read) if given is not None else None,
+            )
+        )
+    undecided = [(s, data) for s, data, verdict in files if verdict is None and data is not None]
+    analyse = _asks_precision(catalogue, enabled)
+    done = workers.prefiltered(undecided, catalogue, enabled, analyse) if workers else None
+    decided = dict(zip((s.display for s, _ in undecided), done or (), strict=False))
+    flagged: list[tuple[SourceFile, bytes | None]] = []
+    analysed: dict[str, Analysed | None] = {}
+    for source, data, verdict in files:
+        if verdict is None and data is not None:
+            if source.display in decided:
+                verdict, made = decided[source.display]
+                if verdict and kinds.analyses_launches(source.kind):
+                    analysed[source.display] = made
+                decide: Callable[[], bool] = partial(bool, verdict)
+            else:
+                decide = partial(prefilter.may_have_findings, source.kind, data)
             verdict = (
-                cache.flagged(source.location, source.kind, read, decide) if cache else decide()
+                cache.flagged(source.location, source.kind, data, decide) if cache else decide()
             )
         if verdict:
-            flagged.append((source, read))
-    return _Read(flagged, unreadable, kept, prefilter, cache)
+            flagged.append((source, data))
+    return _Read(flagged, unreadable, kept, prefilter, cache, analysed)
 
 
 def _read(source: SourceFile) -> bytes | FileError:
@@ -839,12 +872,13 @@ def _read(source: SourceFile) -> bytes | FileError:
 
 
 class _Workers:
-    """The worker processes of one run: started when a phase first has enough to parse, and
-    kept for the phases after it (a pool costs 50-90 ms to start). What the run's file kinds
-    need for both tasks is imported before forking, so every worker inherits it."""
+    """The worker processes of one run: started when a phase first has enough to parse (or,
+    in a large tree, to prefilter), and kept for the phases after it (a pool costs 50-90 ms to
+    start). What the run's flagged kinds need for both tasks is imported before forking, so
+    every worker inherits it; a pool started to prefilter imports it in each worker."""
 
     def __init__(
-        self, jobs: int | None, kinds: Collection[str], cache: RunCache | None = None
+        self, jobs: int | None, kinds: Collection[str] = (), cache: RunCache | None = None
     ) -> None:
         self.jobs = jobs
         self.cache = cache
@@ -865,10 +899,24 @@ class _Workers:
         task: Callable[[_Job], _Result],
         progress: Progress = SILENT,
         memo: object = None,
+        known: Mapping[str, _Result] | None = None,
     ) -> list[_Result]:
         """`task` of every job: in this process, or in the pool when there is enough to
         parse. `progress` hears of each job done. With `memo` (what the task is, beyond the
-        job: its name, its request), results are looked up in the cache and kept there."""
+        job: its name, its request), results are looked up in the cache and kept there.
+        `known`: results of the task made already, by the jobs' display paths."""
+        if known:
+            computed = iter(
+                self.run([j for j in work if j.display not in known], task, progress, memo)
+            )
+            made = [job for job in work if job.display in known]
+            if memo is not None and self.cache is not None:  # (kept as those computed are)
+                for job in made:
+                    key = self.cache.key(memo, job.display, job.kind, job.data, job.context)
+                    if key is not None and not _crashed(known[job.display]):
+                        self.cache.put(key, known[job.display])
+            progress.advance(len(made))
+            return [known[j.display] if j.display in known else next(computed) for j in work]
         if memo is None or self.cache is None:
             return self._computed(work, task, progress)
         cache = self.cache
@@ -885,6 +933,33 @@ class _Workers:
                     cache.put(key, value)
             results.append(cast("_Result", value))
         return results
+
+    def prefiltered(
+        self,
+        files: list[tuple[SourceFile, bytes]],
+        catalogue: Catalogue,
+        enabled: frozenset[str],
+        analyse: bool,
+    ) -> list[tuple[bool, Analysed | None]] | None:
+        """Each file's prefilter verdict and, for a flagged launcher, its analysis (`analyse`:
+        whether the run asks for it), decided by the workers; None where this process is to
+        decide (too few bytes to be worth a pool, one job, or no fork to hand the bytes to
+        the workers without sending them: the pool is started here, its workers inherit
+        them)."""
+        workers = self.jobs or os.cpu_count() or 1
+        total = sum(len(data) for _, data in files)
+        fork = "fork" in _start_methods()
+        if workers <= 1 or total < _PREFILTER_POOL_BYTES or self._pool is not None or not fork:
+            return None
+        global _INHERITED
+        _INHERITED = [(s.display, s.kind, data) for s, data in files]
+        try:
+            pool = self._started()
+            task = partial(_prefilter_slice, catalogue=catalogue, enabled=enabled, analyse=analyse)
+            slices = _slices([len(data) for _, data in files], workers * 16)
+            return [found for part in pool.map(task, slices) for found in part]
+        finally:
+            _INHERITED = []  # (the workers keep theirs)
 
     def _computed(
         self, work: list[_Job], task: Callable[[_Job], _Result], progress: Progress
@@ -921,6 +996,52 @@ class _Workers:
                 initargs=(os.getpid(),),
             )
         return self._pool
+
+
+# The files the workers prefilter, as this process read them: set before the pool forks, so
+# the workers inherit the bytes instead of being sent them (`_Workers.prefiltered`).
+_INHERITED: list[tuple[str, str, bytes]] = []
+# A tree's bytes worth prefiltering in the pool (the prefilter reads some 150 MB/s a core).
+_PREFILTER_POOL_BYTES = 8 << 20
+_PREFILTERS: dict[frozenset[str], Prefilter] = {}  # a worker's, by the rules enabled
+
+
+def _prefilter_slice(
+    bounds: tuple[int, int], catalogue: Catalogue, enabled: frozenset[str], analyse: bool
+) -> list[tuple[bool, Analysed | None]]:
+    """In a worker: the verdicts of the inherited files in [start, stop), with the analysis
+    of each flagged launcher where `analyse`."""
+    prefilter = _PREFILTERS.get(enabled)
+    if prefilter is None:
+        prefilter = _PREFILTERS[enabled] = Prefilter(catalogue, enabled)
+    found: list[tuple[bool, Analysed | None]] = []
+    for display, kind, data in _INHERITED[bounds[0] : bounds[1]]:
+        verdict = prefilter.may_have_findings(kind, data)
+        made = None
+        if verdict and analyse and kinds.analyses_launches(kind):
+            made = _analyse_job(_Job(display, data, kind), catalogue)
+        found.append((verdict, made))
+    return found
+
+
+def _slices(sizes: list[int], count: int) -> list[tuple[int, int]]:
+    """[start, stop) bounds cutting the items into about `count` runs of equal bytes."""
+    target = max(1, sum(sizes) // count)
+    slices, start, held = [], 0, 0
+    for index, size in enumerate(sizes):
+        held += size
+        if held >= target:
+            slices.append((start, index + 1))
+            start, held = index + 1, 0
+    if start < len(sizes):
+        slices.append((start, len(sizes)))
+    return slices
+
+
+def _start_methods() -> list[str]:
+    import multiprocessing
+
+    return multiprocessing.get_all_start_methods()
 
 
 def _crashed(result: object) -> bool:
