@@ -247,3 +247,29 @@ def test_torch_and_torch_xla_releases_go_in_lock_step_from_1_5_to_2_9() -> None:
     assert all(row.torch == row.torch_xla and row.evidence for row in table.releases)
     assert table.torch_xla(Version.parse("1.13.1")) == Version.parse("1.13")
     assert table.after(Version.parse("1.13")) == Version.parse("2.0")
+
+
+@pytest.mark.parametrize(
+    "test",
+    [
+        "torch.__version__ >= '2.1'",
+        "version.parse(torch_xla.__version__).release[:2] >= (2, 1)",
+        "is_pt21_plus and not use_cpu",
+        "f'{x}version' == y",
+        "call(min_version=2)",
+        "(lambda version: version)(1)",
+        "XLA_2_1_PLUS",
+        "1e16 > x and b'pt21' in data",
+        "a.b.c[0] > 1 or not d",
+        "x if y else z",
+    ],
+)
+def test_a_condition_looks_like_a_check_only_where_a_name_or_constant_does(test: str) -> None:
+    """`_unread` asks its words before the text (ast.unparse is the slow part of reading a
+    file's conditions): the two answers agree."""
+    from xlamigrate.kinds.python import versionchecks
+
+    node = ast.parse(test, mode="eval").body
+    by_text = versionchecks._LOOKS_LIKE.search(ast.unparse(node)) is not None
+    by_words = any(versionchecks._LOOKS_LIKE.search(w) for w in versionchecks._words(node))
+    assert by_words == by_text

@@ -20,7 +20,7 @@ from __future__ import annotations
 import ast
 import functools
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -418,12 +418,28 @@ _TORCH_MENTION = re.compile(r"(?i)torch(?!metrics|vision|audio|text|data)|xla|\b
 def _unread(node: ast.expr) -> _Said:
     """A condition not read: a version check that cannot be, or a test of something else (a
     check of another package's version only is one)."""
+    if not any(_LOOKS_LIKE.search(word) for word in _words(node)):
+        return _NOTHING  # (nor can its text: the quicker answer for most tests of a file)
     text = ast.unparse(node)
     if not _LOOKS_LIKE.search(text):
         return _NOTHING
     if _OTHER_PACKAGE.search(text) and not _TORCH_MENTION.search(text):
         return _NOTHING
     return _UNREAD
+
+
+def _words(node: ast.expr) -> Iterator[str]:
+    """The names and constants of an expression, as its text spells them: what _LOOKS_LIKE
+    can match in that text (each of its words stands within a name or a constant)."""
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.Name):
+            yield inner.id
+        elif isinstance(inner, ast.Attribute):
+            yield inner.attr
+        elif isinstance(inner, ast.Constant):
+            yield repr(inner.value)
+        elif isinstance(inner, ast.keyword | ast.arg):
+            yield inner.arg or ""
 
 
 def _text(node: ast.expr) -> str | None:

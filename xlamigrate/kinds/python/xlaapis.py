@@ -135,20 +135,23 @@ def api_uses(scopes: Scopes, table: ApiTable) -> tuple[list[ApiUse], list[ApiImp
     ]
     names = {api.member for api in table.apis.values()}
     names |= {found.bound for found in imports if found.member is None}
-    calls: dict[int, ast.Call] = {}
+    calls = {id(n.func): n for n, _, _ in scopes.of(ast.Call) if isinstance(n, ast.Call)}
     consumed: set[int] = set()  # a module's chain whose member was seen (`pjrt` in `pjrt.f`)
     uses: list[ApiUse] = []
-    for node, scope, _ in scopes.of(ast.Call, ast.Attribute, ast.Name):
-        if isinstance(node, ast.Call):
-            calls[id(node.func)] = node
-        elif isinstance(node, (ast.Attribute, ast.Name)):
-            if id(node) in consumed or not isinstance(node.ctx, ast.Load):
-                continue
-            use = _use(node, scope, names, table, calls)
-            if use is not None:
-                uses.append(use)
-                if use.module_node is not None:
-                    consumed.add(id(use.module_node))
+    for node, scope, _ in scopes.of(ast.Attribute, ast.Name):
+        assert isinstance(node, (ast.Attribute, ast.Name))
+        if isinstance(node, ast.Name):
+            if node.id not in names:
+                continue  # (most names: the quick answer before _use's)
+        elif node.attr not in names and last_name(node.value) not in names:
+            continue
+        if id(node) in consumed or not isinstance(node.ctx, ast.Load):
+            continue
+        use = _use(node, scope, names, table, calls)
+        if use is not None:
+            uses.append(use)
+            if use.module_node is not None:
+                consumed.add(id(use.module_node))
     return uses, imports
 
 
