@@ -948,8 +948,9 @@ class _Workers:
         them)."""
         workers = self.jobs or os.cpu_count() or 1
         total = sum(len(data) for _, data in files)
-        fork = "fork" in _start_methods()
-        if workers <= 1 or total < _PREFILTER_POOL_BYTES or self._pool is not None or not fork:
+        if workers <= 1 or total < _PREFILTER_POOL_BYTES or self._pool is not None:
+            return None
+        if "fork" not in _start_methods():  # (multiprocessing imported only for a large tree)
             return None
         global _INHERITED
         _INHERITED = [(s.display, s.kind, data) for s, data in files]
