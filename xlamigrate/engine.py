@@ -130,6 +130,15 @@ class _Run:
         return cls(selection, enabled, cache, read, run.get("progress", SILENT))
 
 
+@contextlib.contextmanager
+def _started(
+    paths: Sequence[Path], settings: Settings, catalogue: Catalogue, run: RunOptions
+) -> Iterator[tuple[_Run, _Workers]]:
+    """The run started (its files read) and its workers, shut down when it is done."""
+    with _Workers(run.get("jobs")) as workers:
+        yield _Run.start(paths, settings, catalogue, run, workers), workers
+
+
 def scan_paths(
     paths: Sequence[Path], settings: Settings, catalogue: Catalogue, **run: Unpack[RunOptions]
 ) -> ScanReport:
@@ -138,8 +147,7 @@ def scan_paths(
     scan of the whole root gives it, whatever else is named (how it runs: `RunOptions`)."""
     # The launchers' findings say what `rewrite` (in the configured mode) would do with them.
     request = RewriteRequest(settings.mode or DEFAULT_MODE, target=settings.target)
-    with _Workers(run.get("jobs")) as workers:
-        started = _Run.start(paths, settings, catalogue, run, workers)
+    with _started(paths, settings, catalogue, run) as (started, workers):
         selection, enabled, cache, read = (
             started.selection, started.enabled, started.cache, started.read
         )  # fmt: skip
@@ -188,8 +196,7 @@ def rewrite_paths(
     script it reaches, so a script whose recipe cannot go in whole is planned again without
     it, and the writes that reach it stay. A launcher's write, the scripts it reaches and the
     modules they import change together: where some of them are not selected, none does."""
-    with _Workers(run.get("jobs")) as workers:
-        started = _Run.start(paths, settings, catalogue, run, workers)
+    with _started(paths, settings, catalogue, run) as (started, workers):
         selection, enabled, cache, read = (
             started.selection, started.enabled, started.cache, started.read
         )  # fmt: skip
