@@ -238,13 +238,15 @@ def _applied(
     """The file's bytes with the plan applied by libcst (and, `drop_unused`, without the
     imports that left unused), or why it cannot be."""
     from xlamigrate.kinds.python.apply import UnpairedTree, applied
+    from xlamigrate.kinds.python.cstcode import ModuleCode
     from xlamigrate.kinds.python.parse import parse_python
-    from xlamigrate.kinds.python.unusedimports import without_unused_imports
+    from xlamigrate.kinds.python.unusedimports import unused_imports_dropped
 
     parsed = parse_python(path, data)
     if isinstance(parsed, FileError):
         return parsed
-    lost = _first_line_not_reproduced(data, parsed.bytes)
+    made = ModuleCode()  # (each statement's code made once: the output's made again for edits)
+    lost = _first_line_not_reproduced(data, made.code(parsed).encode(parsed.encoding))
     if lost is not None:  # writing libcst's code would also drop what it cannot reproduce
         message = (
             "cannot rewrite: libcst does not reproduce this line byte for byte (a form feed "
@@ -252,19 +254,20 @@ def _applied(
         )
         return FileError(path, lost, message)
     try:
-        edited = applied(script, parsed, plan)
-        if drop_unused:
-            edited = without_unused_imports(script.module, edited)
-        rewritten = edited.bytes
+        edited, code = applied(script, parsed, plan), None
+        if drop_unused:  # (its code, where it made and parsed it: a large file's is slow)
+            edited, code = unused_imports_dropped(script.scopes, edited, made.code)
+        rewritten = edited.bytes if code is None else code.encode(edited.encoding)
         if not rewritten.strip():  # the flag's write and the import it used were all there was
             rewritten = b""
     except UnpairedTree as error:
         return FileError(path, None, f"internal error: {error}; the file is left untouched")
-    try:  # a safety net: never write what does not parse
-        compile(rewritten, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
-    except (SyntaxError, ValueError) as error:
-        message = getattr(error, "msg", None) or str(error)
-        return FileError(path, None, f"internal error: the rewrite does not parse ({message})")
+    if code is None:  # a safety net: never write what does not parse
+        try:
+            compile(rewritten, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+        except (SyntaxError, ValueError) as error:
+            message = getattr(error, "msg", None) or str(error)
+            return FileError(path, None, f"internal error: the rewrite does not parse ({message})")
     return rewritten
 
 

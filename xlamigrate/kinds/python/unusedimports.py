@@ -17,7 +17,7 @@ another import of its top-level package stays there: the `try` is an availabilit
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import libcst as cst
 
@@ -34,26 +34,37 @@ _ROUNDS = 8  # at most: each takes the imports only the previous one's removals 
 
 
 def without_unused_imports(before: ast.Module, after: cst.Module) -> cst.Module:
-    """`after` without the import names the rewrite left unused (see the module docstring).
+    """`after` without the import names the rewrite left unused (see the module docstring)."""
+    return unused_imports_dropped(Scopes(before), after)[0]
+
+
+def unused_imports_dropped(
+    old: Scopes, after: cst.Module, code_of: Callable[[cst.Module], str] | None = None
+) -> tuple[cst.Module, str | None]:
+    """`after` without the import names the rewrite left unused (`old`: the scopes of the
+    file before it), and the module's code where it was made and parsed on the way (the
+    module is what it was: a large file's code is not made again; `code_of` makes it).
     Until none is left: an `if` that goes with its import may have been another's last use."""
     used: set[Binding] | None = None
     for _ in range(_ROUNDS):
+        code = code_of(after) if code_of is not None else after.code
         try:
-            rewritten = ast.parse(after.code)
+            rewritten = ast.parse(code)
         except (SyntaxError, ValueError):
-            return after
+            return after, None
         if used is None:
-            old = Scopes(before)
             used = _uses(old, _places(old))
         scopes = Scopes(rewritten)
         dropped, again = _dropped(used, rewritten, scopes)
         if not dropped:
-            return after
+            return after, code
         edited = _without(after, rewritten, scopes, dropped)
-        if edited is after or not again:
-            return edited
+        if edited is after:
+            return after, code
+        if not again:
+            return edited, None
         after = edited
-    return after
+    return after, None
 
 
 def _without(
