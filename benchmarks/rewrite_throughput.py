@@ -113,7 +113,15 @@ def phases_timed(clock: PhaseClock) -> Iterator[None]:
     import libcst as cst
     from libcst.metadata import MetadataWrapper
 
-    from xlamigrate.kinds.python import apply, parse, planner, rewrite, training, unusedimports
+    from xlamigrate.kinds.python import (
+        apply,
+        cstcode,
+        parse,
+        planner,
+        rewrite,
+        training,
+        unusedimports,
+    )
 
     patches: list[tuple[Any, str, Any]] = []
 
@@ -129,7 +137,8 @@ def phases_timed(clock: PhaseClock) -> Iterator[None]:
     patch(planner.Planner, "make_plan", "planning")
     patch(parse, "parse_python", "parse (libcst, to write the edits)")
     patch(apply, "applied", "transform (edits paired and made)")
-    patch(unusedimports, "without_unused_imports", "imports left unused")
+    patch(unusedimports, "unused_imports_dropped", "imports left unused")
+    patch(cstcode.ModuleCode, "code", "codegen")
     patch(MetadataWrapper, "resolve", "layout of the edited statements")
     codegen = cst.Module.bytes
     patches.append((cst.Module, "bytes", codegen))

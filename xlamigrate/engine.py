@@ -836,18 +836,15 @@ def _flagged_files(
         if len(read) <= budget:
             kept[source.display] = read
             budget -= len(read)
-        # (bytes not on disk: the cache does not remember them for it)
-        files.append(
-            (
-                source,
-                read,
-                prefilter.may_have_findings(source.kind, read) if given is not None else None,
-            )
-        )
+        # (bytes given, not on disk: decided here, the cache does not remember them)
+        now = prefilter.may_have_findings(source.kind, read) if given is not None else None
+        files.append((source, read, now))
     undecided = [(s, data) for s, data, verdict in files if verdict is None and data is not None]
     analyse = _asks_precision(catalogue, enabled)
     done = workers.prefiltered(undecided, catalogue, enabled, analyse) if workers else None
-    decided = dict(zip((s.display for s, _ in undecided), done or (), strict=False))
+    decided = (
+        {} if done is None else dict(zip((s.display for s, _ in undecided), done, strict=True))
+    )
     flagged: list[tuple[SourceFile, bytes | None]] = []
     analysed: dict[str, Analysed | None] = {}
     for source, data, verdict in files:
