@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +15,8 @@ from xlamigrate.kinds import kind_by_name, kind_by_shebang
 
 if TYPE_CHECKING:
     import pathspec
+
+    from xlamigrate.ignorepatterns import IgnorePatterns
 
 # Folder names never walked into (explicitly named files inside them are still checked).
 SKIPPED_DIRECTORIES = frozenset(
@@ -282,38 +283,13 @@ def _excluded(
     return excludes.match_file(relative + "/" if is_dir else relative)
 
 
-def _any_pattern(spec: pathspec.GitIgnoreSpec) -> _Quick | None:
-    """One regular expression that matches wherever one of the spec's patterns does: most paths
-    match none, and one search tells so (the spec itself tries its patterns one by one, some
-    hundreds in a large project's .gitignore). None where the patterns cannot be joined.
-    Patterns anchored at the start (as gitwildmatch writes them all) are tried there alone."""
-    sources = [
-        pattern.regex.pattern
-        for pattern in spec.patterns
-        if pattern.include is not None and isinstance(pattern.regex, re.Pattern)
-    ]
-    joined = "|".join(f"(?:{_GROUP.sub('(?:', source)})" for source in sources)
-    try:
-        compiled = re.compile(joined) if sources else re.compile(r"(?!)")
-    except re.error:
-        return None
-    return compiled.match if all(source.startswith("^") for source in sources) else compiled.search
-
-
-_Quick = Callable[[str], "re.Match[str] | None"]
-
-
-_GROUP = re.compile(r"\(\?P<[A-Za-z_][A-Za-z0-9_]*>")
-
-
 class _GitIgnores:
     """The .gitignore files in force while walking: those above the start up to the repository
     root, and those met on the way down. The deepest file with a matching pattern decides."""
 
     def __init__(self, top: str, witness: Witness | None = None) -> None:
         self.witness = witness
-        self.specs: dict[str, pathspec.GitIgnoreSpec] = {}  # absolute directory -> its patterns
-        self.quick: dict[str, _Quick | None] = {}  # matches where any of them may
+        self.specs: dict[str, IgnorePatterns] = {}  # absolute directory -> its patterns
         self.loaded: set[str] = set()
         self.chains: dict[str, list[str]] = {}  # a folder -> the folders whose rules apply there
         directory = os.path.abspath(top)
@@ -345,27 +321,22 @@ class _GitIgnores:
             return
         if not any(line.strip() and not line.startswith("#") for line in lines):
             return  # (no pattern: .git/info/exclude as git writes it, an empty .gitignore)
-        import pathspec  # (only where a .gitignore is read: a kept walk reads none)
+        from xlamigrate.ignorepatterns import IgnorePatterns  # (a kept walk reads none)
 
-        spec = pathspec.GitIgnoreSpec.from_lines(lines)
         previous = self.specs.get(directory)
-        if previous is not None:
-            spec = pathspec.GitIgnoreSpec(list(previous.patterns) + list(spec.patterns))
-        self.specs[directory] = spec
-        self.quick[directory] = _any_pattern(spec)
+        self.specs[directory] = IgnorePatterns((previous.lines if previous else []) + lines)
 
     def ignored(self, absolute: str, is_dir: bool) -> bool:
         if not self.specs:
             return False
         for directory in self._in_force(os.path.dirname(absolute)):
-            spec = self.specs[directory]
+            patterns = self.specs[directory]
             relative = absolute[len(directory) :].lstrip(os.sep).replace(os.sep, "/")
             relative = relative + "/" if is_dir else relative
-            quick = self.quick[directory]
-            if quick is None or quick(relative) is not None:
-                result = spec.check_file(relative)
-                if result.include is not None:
-                    return bool(result.include)
+            if patterns.may_match(relative):
+                ignored = patterns.ignored(relative)
+                if ignored is not None:
+                    return ignored
         return False
 
     def _in_force(self, directory: str) -> list[str]:
