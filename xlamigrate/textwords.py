@@ -8,6 +8,7 @@ look-behind is tried at every position of the file (5-10x slower over a tree).""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 # A byte that continues an identifier. A non-ASCII byte is taken for none (the name may go on
 # in a non-ASCII letter: the tests pass more, never less).
@@ -41,3 +42,34 @@ def _word_ends(data: bytes, word: bytes, first: bool) -> list[int]:
                 break
         start = data.find(word, start + 1)
     return ends
+
+
+class Substrings:
+    """Whether bytes hold any of some names, as substrings. Names sharing their first four
+    bytes are looked for by their common start first (`XLA_` for every legacy flag): a file
+    holding none of them is searched once per group, not once per name (each search reads
+    the whole file; most files hold no name at all)."""
+
+    def __init__(self, names: Iterable[bytes]) -> None:
+        groups: dict[bytes, list[bytes]] = {}
+        for name in sorted(set(names)):
+            groups.setdefault(name[:4], []).append(name)
+        self.groups = tuple((_common_start(members), tuple(members)) for members in groups.values())
+
+    def __bool__(self) -> bool:
+        return bool(self.groups)
+
+    def found_in(self, data: bytes) -> bool:
+        return any(
+            start in data and (len(members) == 1 or any(name in data for name in members))
+            for start, members in self.groups
+        )
+
+
+def _common_start(names: list[bytes]) -> bytes:
+    """The longest start every name has (that of the first and the last in sorted order)."""
+    first, last = min(names), max(names)
+    size = 0
+    while size < len(first) and first[size] == last[size]:
+        size += 1
+    return first[:size]
