@@ -126,7 +126,7 @@ def _regex_source(line: str) -> str | None:
 
 
 @cache
-def _pattern_class() -> type[pathspec.Pattern]:
+def _pattern_class() -> type[pathspec.RegexPattern]:
     """The pattern class GitIgnoreSpec reads lines with (pathspec names it differently from
     one release to another)."""
     import pathspec
