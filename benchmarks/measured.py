@@ -4,7 +4,12 @@ prints the line, so a figure says what it was taken of."""
 
 from __future__ import annotations
 
+import ctypes
+import os
 import subprocess
+import sys
+import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import xlamigrate
@@ -29,3 +34,39 @@ def measured_checkout() -> str:
     if folder != HERE:
         line += f"\n  !! not this checkout ({HERE}): `pip install -e .` here to measure it"
     return line
+
+
+_PR_SET_CHILD_SUBREAPER = 36  # (linux/prctl.h)
+
+
+def run_measured(
+    command: list[str], cwd: Path, env: Mapping[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess[bytes], float, float]:
+    """The command's result, its wall seconds and the CPU seconds (user+sys) of it and of every
+    process it started. xlamigrate does not wait for its workers to exit (they end with it): this
+    process adopts them (a child subreaper, on Linux) and waits for them, so their CPU counts."""
+    _adopt_orphans()
+    before, started = os.times(), time.perf_counter()
+    result = subprocess.run(command, cwd=cwd, capture_output=True, check=False, env=env)
+    wall = time.perf_counter() - started
+    _reap_adopted()
+    after = os.times()
+    cpu = (
+        after.children_user - before.children_user
+        + after.children_system - before.children_system
+    )  # fmt: skip
+    return result, wall, cpu
+
+
+def _adopt_orphans() -> None:
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _reap_adopted() -> None:
+    """Waits for the adopted processes (the workers end as the command does)."""
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return

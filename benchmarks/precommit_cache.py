@@ -38,7 +38,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -46,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import scan_neuron_tree  # (sibling scripts, not a package)
 import scan_throughput
-from measured import measured_checkout
+from measured import measured_checkout, run_measured
 
 CACHE = ".xlamigrate_cache"
 LAUNCHER = (
@@ -75,17 +74,11 @@ _ENVIRONMENT = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTE
 
 
 def run_once(command: list[str], cwd: Path) -> tuple[float, float, str]:
-    """Wall and CPU seconds (the child's user+sys) of one run, and its standard output."""
-    start, times = time.perf_counter(), os.times()
-    result = subprocess.run(
-        command, cwd=cwd, capture_output=True, text=True, check=False, env=_ENVIRONMENT
-    )
-    wall = time.perf_counter() - start
-    after = os.times()
-    cpu = after.children_user - times.children_user + after.children_system - times.children_system
+    """Wall and CPU seconds (its processes' user+sys) of one run, and its standard output."""
+    result, wall, cpu = run_measured(command, cwd, _ENVIRONMENT)
     if result.returncode not in (0, 1):
-        sys.exit(f"{' '.join(command)} failed:\n{result.stderr[-2000:]}")
-    return wall, cpu, result.stdout
+        sys.exit(f"{' '.join(command)} failed:\n{result.stderr.decode()[-2000:]}")
+    return wall, cpu, result.stdout.decode()
 
 
 def in_turns(

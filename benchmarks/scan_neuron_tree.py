@@ -26,10 +26,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from measured import measured_checkout
+from measured import measured_checkout, run_measured
 
 REPOSITORIES = (
     "pytorch/xla",
@@ -118,24 +117,15 @@ def describe(tree: Path) -> str:
 
 
 def median_seconds(command: list[str], cwd: Path, repeat: int) -> tuple[float, float]:
-    """Median wall and median CPU (children's user+sys) seconds, after one warm-up run."""
+    """Median wall and median CPU (its processes' user+sys) seconds, after one warm-up run."""
     walls, cpus = [], []
     for attempt in range(repeat + 1):
-        before = os.times()
-        started = time.perf_counter()
-        result = subprocess.run(command, cwd=cwd, capture_output=True, check=False)
-        wall = time.perf_counter() - started
-        after = os.times()
+        result, wall, cpu = run_measured(command, cwd)
         if result.returncode not in (0, 1):
             sys.exit(f"{' '.join(command)} failed:\n{result.stderr.decode()[-2000:]}")
         if attempt:  # the first run warms the page cache
             walls.append(wall)
-            cpus.append(
-                after.children_user
-                - before.children_user
-                + after.children_system
-                - before.children_system
-            )
+            cpus.append(cpu)
     return statistics.median(walls), statistics.median(cpus)
 
 
