@@ -106,9 +106,12 @@ def test_a_malformed_pattern_fails_as_the_spec_does() -> None:
 
 
 _PATTERN_TEXT = st.text(alphabet="ab./*?[]!#\\ -", min_size=1, max_size=8)
-_PATH = st.lists(st.sampled_from(["a", "b", "a.b", ".a", "ab", "b-a", "a b"]), min_size=1, max_size=4)
+_PATH = st.lists(
+    st.sampled_from(["a", "b", "a.b", ".a", "ab", "b-a", "a b"]), min_size=1, max_size=4
+)
 
 
+@pytest.mark.filterwarnings("ignore::FutureWarning")  # (re's about `[[` in a random pattern)
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(st.lists(_PATTERN_TEXT, min_size=1, max_size=6), st.lists(_PATH, min_size=1, max_size=8))
 def test_random_patterns_never_miss_a_match(lines: list[str], paths: list[list[str]]) -> None:
