@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
 
     from xlamigrate.project.build import ProjectBuilder
+    from xlamigrate.speculation import Speculation
 
 # A file of the project the project decided nothing about: its enabling writes start no
 # script of the project it could follow.
@@ -154,18 +155,26 @@ def scan_paths(
         discovery, selected, progress = selection.project, selection.displays, started.progress
         pins = _pins(settings, cache)
         reuse = not run.get("overlay") and not read.unreadable
+        task = partial(_scan_job, catalogue=catalogue, enabled=enabled)
+        ahead = _contextual(_undecided_likely(read, selected), {}, pins, request.mode)
+        workers.speculate(ahead, task)  # (a large tree's: while its project is decided)
         decided = _decided(
             discovery, settings, catalogue, request, workers, read, enabled, pins, reuse
         )
-        task = partial(_scan_job, catalogue=catalogue, enabled=enabled)
         progress.start(len(read.flagged), "scanning")
         work = [
             replace(job, analysis=decided.analyses.get(job.display)) for job in read.work(selected)
         ]
         contextual = _contextual(work, decided.contexts, pins, request.mode)
+        speculated = workers.speculated()
+        made = {  # (a Python file's scan reads no launcher analysis: the context decides)
+            job.display: speculated[job.display][1]
+            for job in contextual
+            if job.display in speculated and speculated[job.display][0].context == job.context
+        }
         scanned = [
             decided.result_with_problems(r)
-            for r in workers.run(contextual, task, progress, memo="scan")
+            for r in workers.run(contextual, task, progress, memo="scan", known=made)
         ]
         listed = {r.path for r in scanned}
         scanned += [  # a launched script that names no flag: only its failed recipe's findings
@@ -547,6 +556,20 @@ def _unapplied(outcome: RewriteOutcome, scripts: Collection[str]) -> str | None:
     return None
 
 
+def _undecided_likely(read: _Read, selected: Collection[str]) -> list[_Job]:
+    """The selected flagged Python files the project is unlikely to decide anything about:
+    those naming no legacy flag (a launched script reads one, a launcher writes one)."""
+    flags = read.prefilter.flag_names
+    return [
+        _Job(source.display, data, source.kind)
+        for source, data in read.flagged
+        if source.kind == "python"
+        and data is not None
+        and source.display in selected
+        and not flags.found_in(data)
+    ]
+
+
 def _contextual(
     jobs: list[_Job],
     contexts: Mapping[str, FileContext],
@@ -888,6 +911,7 @@ class _Workers:
         self.cache = cache
         self.kinds = sorted(kinds)
         self._pool: ProcessPoolExecutor | None = None
+        self._speculation: Speculation[_Job, FileResult] | None = None
 
     def __enter__(self) -> _Workers:
         return self
@@ -969,6 +993,28 @@ class _Workers:
         finally:
             _INHERITED = []  # (the workers keep theirs)
 
+    def speculate(self, jobs: list[_Job], task: Callable[[_Job], FileResult]) -> None:
+        """Starts `task` of these jobs in the pool a large tree's prefilter started, in the
+        time the project's deciding leaves it idle (`speculated` takes the results); nothing
+        where no pool was started."""
+        if self._pool is None or not jobs:
+            return
+        from xlamigrate.speculation import Speculation
+
+        workers = self.jobs or os.cpu_count() or 1
+        largest_first = sorted(jobs, key=lambda job: -len(job.data))
+        self._speculation = Speculation(
+            self._pool, task, largest_first, key=_display, in_flight=workers + 1
+        )
+
+    def speculated(self) -> dict[str, tuple[_Job, FileResult]]:
+        """The jobs `speculate` got done, by display path, with their results (those it did
+        not start are left to be run)."""
+        if self._speculation is None:
+            return {}
+        taken, self._speculation = self._speculation.taken(), None
+        return {cast("str", display): done for display, done in taken.items()}
+
     def _computed(
         self, work: list[_Job], task: Callable[[_Job], _Result], progress: Progress
     ) -> list[_Result]:
@@ -981,9 +1027,11 @@ class _Workers:
         order = sorted(range(len(work)), key=lambda index: -len(work[index].data))
         chunksize = max(1, len(work) // (workers * 16))
         results: list[_Result | None] = [None] * len(work)
-        done = pool.map(task, [work[index] for index in order], chunksize=chunksize)
-        for index, result in zip(order, done, strict=True):
-            results[index] = _advanced(result, progress)
+        speculating = self._speculation
+        with speculating.paused() if speculating is not None else contextlib.nullcontext():
+            done = pool.map(task, [work[index] for index in order], chunksize=chunksize)
+            for index, result in zip(order, done, strict=True):
+                results[index] = _advanced(result, progress)
         return cast("list[_Result]", results)
 
     def _started(self) -> ProcessPoolExecutor:
@@ -1012,6 +1060,10 @@ _INHERITED: list[tuple[str, str, bytes]] = []
 # A tree's bytes worth prefiltering in the pool (the prefilter reads some 150 MB/s a core).
 _PREFILTER_POOL_BYTES = 8 << 20
 _PREFILTERS: dict[frozenset[str], Prefilter] = {}  # a worker's, by the rules enabled
+
+
+def _display(job: _Job) -> str:
+    return job.display
 
 
 def _prefilter_slice(

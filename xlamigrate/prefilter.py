@@ -33,7 +33,7 @@ class Prefilter:
         self.apis: ApiTable | None = table if uses_apis else None
         self.variables = _encoded(variable_names(enabled))
         # (in a kind xlamigrate reads, the variables are looked for with the flags)
-        self._named = Substrings(self.flags)
+        self.flag_names = Substrings(self.flags)
         self._named_or_variables = Substrings((*self.flags, *self.variables))
         # a framework's precision option (XM104): the file names its package and the option
         self.frameworks: FrameworkTable | None = (
@@ -42,7 +42,7 @@ class Prefilter:
 
     def may_have_findings(self, kind: str, data: bytes) -> bool:
         # (a file xlamigrate does not read reports legacy flags alone)
-        names = self._named if kind in _UNREAD else self._named_or_variables
+        names = self.flag_names if kind in _UNREAD else self._named_or_variables
         if names.found_in(data):
             return True
         trigger = self.triggers.get(kind)
