@@ -7,6 +7,7 @@ import ast
 
 import pytest
 
+from tests.conftest import FIXTURES
 from xlamigrate.apitable import Version
 from xlamigrate.kinds.python.astscopes import Scopes
 from xlamigrate.kinds.python.versionchecks import ANY, VersionChecks
@@ -273,3 +274,74 @@ def test_a_condition_looks_like_a_check_only_where_a_name_or_constant_does(test:
     by_text = versionchecks._LOOKS_LIKE.search(ast.unparse(node)) is not None
     by_words = any(versionchecks._LOOKS_LIKE.search(w) for w in versionchecks._words(node))
     assert by_words == by_text
+
+
+# Where the branches are in the text, as `around` reads them: decorated definitions (their
+# decorators stand before them), elif chains, conditional expressions in tests and branches,
+# one-line bodies, f-strings.
+AROUND_CASES = [
+    """
+import torch
+if torch.__version__ >= "2.1":
+    @decorate(xm.xrt_world_size())
+    def f():
+        return xm.mark_step()
+else:
+    @decorate(xm.get_ordinal())
+    class C:
+        pass
+""",
+    """
+import torch_xla
+if torch_xla.__version__ < "2.1": a = xm.xla_device()
+elif torch_xla.__version__ < "2.3": b = (xm.xla_device() if is_pt22_plus else None)
+elif (x if is_pt20 else y): c = f"{xm.mark_step()} {d}"
+else:
+    if version_ok(): e = xm.get_ordinal()
+""",
+    """
+def g():
+    value = xm.a() if torch.__version__ >= "2.0" else (xm.b() if is_pt25_plus else xm.c())
+    if is_torch_greater_or_equal("2.1") and other:
+        for item in items: use(item, xm.d())
+    return [xm.e() for _ in range(2) if is_pt21_plus]
+""",
+]
+
+
+@pytest.mark.parametrize("source", AROUND_CASES)
+def test_around_reads_only_the_tests_around_a_node_and_agrees_with_every_branch(
+    source: str,
+) -> None:
+    tree = ast.parse(source)
+    scopes = Scopes(tree)
+    everywhere = VersionChecks(scopes)._branches  # each node of a branch, every test read
+    assert everywhere  # (the case has version checks)
+    checks = VersionChecks(scopes)
+    for node in ast.walk(tree):
+        assert checks.around(node) == everywhere.get(id(node), ()), ast.dump(node)[:80]
+
+
+def test_around_reads_no_test_far_from_the_node() -> None:
+    tree = ast.parse(
+        'if torch.__version__ >= "2.1":\n    a = 1\nif is_pt21_plus:\n    b = xm.mark_step()\n'
+    )
+    checks = VersionChecks(Scopes(tree))
+    use = next(n for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "mark_step")
+    assert [branch.test for branch in checks.around(use)] == ["is_pt21_plus"]
+    assert len(checks._said) == 1  # the first `if`'s test was never read
+
+
+def test_around_agrees_with_every_branch_in_each_fixture() -> None:
+    checked = 0
+    for path in sorted(FIXTURES.rglob("*.py")):
+        try:
+            tree = ast.parse(path.read_bytes())
+        except SyntaxError:
+            continue  # (a fixture of a file that does not parse)
+        scopes = Scopes(tree)
+        everywhere, checks = VersionChecks(scopes)._branches, VersionChecks(scopes)
+        for node in ast.walk(tree):
+            assert checks.around(node) == everywhere.get(id(node), ()), (path, ast.dump(node))
+        checked += bool(everywhere)
+    assert checked  # (some fixtures have version checks)

@@ -90,36 +90,118 @@ class VersionChecks:
         self.scopes = scopes
         self.code = code  # an expression's source text, as a finding quotes it
         self.reader = _Reader(scopes, table or release_table())
+        self._said: dict[int, _Said] = {}  # each test read, by its check's id
+        self._read: dict[tuple[int, int], Branch | None] = {}  # (check's id, side): its branch
 
     def around(self, node: ast.AST) -> tuple[Branch, ...]:
-        """The branches of version checks the node is in, the outermost first."""
-        return self._branches.get(id(node), ())
+        """The branches of version checks the node is in, the outermost first. Only the tests
+        of the `if`s around the node are read: those whose branches hold its place in the
+        text (a node without one: every test of the file, and where each branch reaches)."""
+        place = _place(node)
+        if place is None:
+            return self._branches.get(id(node), ())
+        start, end = place
+        found: list[Branch] = []
+        for check, regions in self._regions:
+            for side, (first, last) in enumerate(regions):
+                if first is not None and first <= start and last is not None and end <= last:
+                    branch = self._branch(check, side)
+                    if branch is not None:
+                        found.append(branch)
+                    break
+        return tuple(found)
 
     @functools.cached_property
     def _branches(self) -> dict[int, tuple[Branch, ...]]:
+        """Each node of a branch of a version check, with the branches it is in."""
         found: dict[int, tuple[Branch, ...]] = {}
+        for check, _ in self._regions:
+            for side, parts in enumerate(_sides(check.node)):
+                branch = self._branch(check, side)
+                if branch is None:
+                    break  # (the test reads no release: neither side is a version's branch)
+                for inner in _walked(parts):
+                    found[id(inner)] = (*found.get(id(inner), ()), branch)
+        return found
+
+    @functools.cached_property
+    def _regions(self) -> list[tuple[_Check, tuple[_Region, _Region]]]:
+        """Each `if` and conditional expression in walk order (the outer before the inner),
+        with where its branches are in the text."""
+        checks: list[tuple[_Check, tuple[_Region, _Region]]] = []
         elifs: set[int] = set()
         for node, scope, _ in self.scopes.of(ast.If, ast.IfExp):
             if not isinstance(node, (ast.If, ast.IfExp)):
                 continue
             if isinstance(node, ast.If) and _is_elif(node):
                 elifs.add(id(node.orelse[0]))
-            said = self.reader.condition(node.test, scope)
-            if not said.reads:
-                continue
-            test = " ".join(self.code(node.test).split())
-            body: list[ast.AST] = [node.body] if isinstance(node, ast.IfExp) else [*node.body]
-            orelse: list[ast.AST] = [node.orelse] if isinstance(node, ast.IfExp) else [*node.orelse]
-            if isinstance(node, ast.IfExp):
-                this = f"`... if {test} else ...`"
-            else:
-                this = f"`{'elif' if id(node) in elifs else 'if'} {test}:`"
-            sides = [(this, said.true, body), (f"the `else` of {this}", said.false, orelse)]
-            for label, releases, parts in sides:
-                branch = (Branch(label, test, releases),)
-                for inner in _walked(parts):
-                    found[id(inner)] = found.get(id(inner), ()) + branch
-        return found
+            check = _Check(node, scope, id(node) in elifs)
+            checks.append((check, (_region(_sides(node)[0]), _region(_sides(node)[1]))))
+        return checks
+
+    def _branch(self, check: _Check, side: int) -> Branch | None:
+        """The check's `if` side (0) or `else` side (1) as a branch; None where its test
+        reads no release."""
+        key = (id(check.node), side)
+        if key not in self._read:
+            self._read[key] = self._made(check, side)
+        return self._read[key]
+
+    def _made(self, check: _Check, side: int) -> Branch | None:
+        said = self._said.get(id(check.node))
+        if said is None:
+            said = self._said[id(check.node)] = self.reader.condition(check.node.test, check.scope)
+        if not said.reads:
+            return None
+        test = " ".join(self.code(check.node.test).split())
+        if isinstance(check.node, ast.IfExp):
+            this = f"`... if {test} else ...`"
+        else:
+            this = f"`{'elif' if check.is_elif else 'if'} {test}:`"
+        if side == 0:
+            return Branch(this, test, said.true)
+        return Branch(f"the `else` of {this}", test, said.false)
+
+
+@dataclass(frozen=True)
+class _Check:
+    """An `if` (an `elif`, where it is one) or a conditional expression, and its scope."""
+
+    node: ast.If | ast.IfExp
+    scope: Scope
+    is_elif: bool
+
+
+# Where a branch's nodes are in the text: from the first one's start to the last one's end
+# ((line, column) pairs; None, None: an empty branch).
+_Region = tuple[tuple[int, int] | None, tuple[int, int] | None]
+
+
+def _sides(node: ast.If | ast.IfExp) -> tuple[list[ast.AST], list[ast.AST]]:
+    """The nodes of its `if` side and of its `else` side."""
+    if isinstance(node, ast.IfExp):
+        return [node.body], [node.orelse]
+    return [*node.body], [*node.orelse]
+
+
+def _region(parts: list[ast.AST]) -> _Region:
+    """Where the nodes below `parts` are: a statement's decorators stand before it."""
+    if not parts:
+        return None, None
+    first, last = parts[0], parts[-1]
+    starts = [_place(first)] + [_place(d) for d in getattr(first, "decorator_list", ())]
+    begun = [place[0] for place in starts if place is not None]
+    ended = _place(last)
+    return (min(begun) if begun else None), (ended[1] if ended is not None else None)
+
+
+def _place(node: ast.AST) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """Where the node is in the text (None: the parser gives it no place)."""
+    line = getattr(node, "lineno", None)
+    end_line = getattr(node, "end_lineno", None)
+    if line is None or end_line is None:
+        return None
+    return (line, node.col_offset), (end_line, node.end_col_offset)  # type: ignore[attr-defined]
 
 
 def _is_elif(node: ast.If) -> bool:
