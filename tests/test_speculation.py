@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -124,7 +125,7 @@ def test_a_large_trees_scan_finds_the_same_with_and_without_it(
         speculate(self, jobs, task)
 
     def speculating_wrongly(self: engine._Workers, jobs: list[Any], task: Any) -> None:
-        speculate(self, jobs, _nothing_found)
+        speculate(self, jobs, partial(_nothing_found, scan=task))
 
     monkeypatch.chdir(tmp_path)
     catalogue = load_catalogue()
@@ -162,6 +163,8 @@ def test_a_large_trees_scan_finds_the_same_with_and_without_it(
     assert [f for f in wrong if f[0] == "train.py"] == [f for f in without if f[0] == "train.py"]
 
 
-def _nothing_found(job: Any) -> FileResult:
-    """A scan's task that finds nothing (in the pool's workers: a module's function)."""
-    return FileResult(job.display)
+def _nothing_found(job: Any, scan: Callable[[Any], tuple[Any, FileResult]]) -> Any:
+    """The early scan's context, with a result that finds nothing (in the pool's workers: a
+    module's function)."""
+    context, _ = scan(job)
+    return context, FileResult(job.display)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict, TypeVar, Unpack, cast
 
 from xlamigrate import decidedcache, kinds
+from xlamigrate.apitable import Version
 from xlamigrate.cache import MISS, RunCache, open_for_run
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.config import Settings
@@ -156,8 +157,11 @@ def scan_paths(
         pins = _pins(settings, cache)
         reuse = not run.get("overlay") and not read.unreadable
         task = partial(_scan_job, catalogue=catalogue, enabled=enabled)
-        ahead = _contextual(_undecided_likely(read, selected), {}, pins, request.mode)
-        workers.speculate(ahead, task)  # (a large tree's: while its project is decided)
+        ahead = partial(
+            _scan_ahead, catalogue=catalogue, enabled=enabled, mode=request.mode,
+            root=settings.root, override=settings.torch_xla_version,
+        )  # fmt: skip
+        workers.speculate(_undecided_likely(read, selected), ahead)  # (while it is decided)
         decided = _decided(
             discovery, settings, catalogue, request, workers, read, enabled, pins, reuse
         )
@@ -170,7 +174,7 @@ def scan_paths(
         made = {  # (a Python file's scan reads no launcher analysis: the context decides)
             job.display: speculated[job.display][1]
             for job in contextual
-            if job.display in speculated and speculated[job.display][0].context == job.context
+            if job.display in speculated and speculated[job.display][0] == job.context
         }
         scanned = [
             decided.result_with_problems(r)
@@ -911,7 +915,7 @@ class _Workers:
         self.cache = cache
         self.kinds = sorted(kinds)
         self._pool: ProcessPoolExecutor | None = None
-        self._speculation: Speculation[_Job, FileResult] | None = None
+        self._speculation: Speculation[_Job, _Ahead] | None = None
 
     def __enter__(self) -> _Workers:
         return self
@@ -993,7 +997,7 @@ class _Workers:
         finally:
             _INHERITED = []  # (the workers keep theirs)
 
-    def speculate(self, jobs: list[_Job], task: Callable[[_Job], FileResult]) -> None:
+    def speculate(self, jobs: list[_Job], task: Callable[[_Job], _Ahead]) -> None:
         """Starts `task` of these jobs in the pool a large tree's prefilter started, in the
         time the project's deciding leaves it idle (`speculated` takes the results); nothing
         where no pool was started."""
@@ -1007,13 +1011,13 @@ class _Workers:
             self._pool, task, largest_first, key=_display, in_flight=workers + 1
         )
 
-    def speculated(self) -> dict[str, tuple[_Job, FileResult]]:
-        """The jobs `speculate` got done, by display path, with their results (those it did
-        not start are left to be run)."""
+    def speculated(self) -> dict[str, _Ahead]:
+        """The results `speculate` got done, by display path (the jobs it did not start are
+        left to be run)."""
         if self._speculation is None:
             return {}
         taken, self._speculation = self._speculation.taken(), None
-        return {cast("str", display): done for display, done in taken.items()}
+        return {cast("str", display): result for display, (_, result) in taken.items()}
 
     def _computed(
         self, work: list[_Job], task: Callable[[_Job], _Result], progress: Progress
@@ -1196,6 +1200,28 @@ def _scan_job(job: _Job, catalogue: Catalogue, enabled: frozenset[str]) -> FileR
         return scan_source(job.display, job.data, job.kind, catalogue, enabled, job.context)
     except Exception as crash:  # one bad file must not end the run: report it and go on
         return FileResult(job.display, errors=(_crash(job, crash),))
+
+
+# A scan made ahead of the project's decisions, with the context it was made in.
+_Ahead = tuple[FileContext, FileResult]
+_AHEAD_PINS: dict[tuple[Path, Version | None], Pins] = {}  # a worker's, by root and override
+
+
+def _scan_ahead(
+    job: _Job,
+    catalogue: Catalogue,
+    enabled: frozenset[str],
+    mode: str,
+    root: Path,
+    override: Version | None,
+) -> _Ahead:
+    """In a worker: the scan of a file the project decides nothing for, in that context (the
+    project's pins read here, as the parent reads them), with it."""
+    pins = _AHEAD_PINS.get((root, override))
+    if pins is None:
+        pins = _AHEAD_PINS[(root, override)] = Pins(root, override)
+    context = _pinned(job, replace(STANDALONE_PROJECT, mode=mode), pins)
+    return context, _scan_job(replace(job, context=context), catalogue, enabled)
 
 
 def _rewrite_job(
