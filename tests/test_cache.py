@@ -504,9 +504,9 @@ def walks_recorder(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     listed: list[str] = []
     real = walkcache.discover
 
-    def recording(paths: Any, settings: Any, witness: Any = None) -> Any:
+    def recording(paths: Any, settings: Any, witness: Any = None, found: Any = None) -> Any:
         listed.extend(str(path) for path in paths)
-        return real(paths, settings, witness)
+        return real(paths, settings, witness, found)
 
     monkeypatch.setattr(walkcache, "discover", recording)
     return listed

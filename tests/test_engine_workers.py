@@ -5,6 +5,7 @@ scan), and the same report as in one process."""
 from __future__ import annotations
 
 import concurrent.futures
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -92,3 +93,98 @@ def test_slices_cut_the_bytes_evenly() -> None:
     assert engine._slices([100, 1, 1, 1], 4) == [(0, 1), (1, 4)]
     assert engine._slices([], 4) == []
     assert engine._slices([0, 0], 2) == [(0, 2)]  # (no bytes: one run)
+
+
+def _prefetched_scan(
+    tree: Path, catalogue: Catalogue, jobs: int, after: int
+) -> tuple[Any, engine.Prefetch | None]:
+    """A scan of the tree's root as the CLI runs it: its walk handing each file it finds to a
+    Prefetch (which starts its workers once the walk has found `after` files)."""
+    from xlamigrate.selection import named_files
+
+    settings = load_settings([Path(".")], catalogue)
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(engine, "_PREFETCH_AFTER_FILES", after)
+        patched.setattr(engine, "_PREFETCH_BATCH", 5)
+        with engine.prefetching(catalogue, settings, False, jobs) as prefetch:
+            assert prefetch is not None
+            discovery = named_files([Path(".")], settings, False, prefetch.found)
+            report = engine.scan_paths(
+                [Path(".")], settings, catalogue, jobs=jobs, discovery=discovery,
+                prefetch=prefetch,
+            )  # fmt: skip
+    return report, prefetch
+
+
+def test_the_workers_read_a_large_trees_files_as_its_walk_finds_them(
+    big_project: Path, catalogue: Catalogue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the walk has found _PREFETCH_AFTER_FILES files, the workers read, prefilter and
+    analyse them in batches as it goes on: the run reads none itself, and reports as one
+    process does (a file that cannot be read too)."""
+    for index in range(40):
+        (big_project / f"plain{index}.py").write_text(f"print({index})\n" * 50)
+    if hasattr(os, "mkfifo"):  # (a file no one can read: a FIFO is no regular file)
+        os.mkfifo(big_project / "pipe.py")
+    monkeypatch.chdir(big_project)
+    settings = load_settings([Path(".")], catalogue)
+    alone = engine.scan_paths([Path(".")], settings, catalogue, jobs=1)
+    read_here: list[str] = []
+    real_read = engine._read
+
+    def reading(source: Any) -> Any:
+        read_here.append(source.display)
+        return real_read(source)
+
+    monkeypatch.setattr(engine, "_read", reading)  # (the parent's; the workers have theirs)
+    made: list[Any] = []
+    real_results = engine.Prefetch.results
+
+    def results(self: engine.Prefetch) -> Any:
+        found = real_results(self)
+        made.append(found)
+        return found
+
+    monkeypatch.setattr(engine.Prefetch, "results", results)
+    pooled, _ = _prefetched_scan(big_project, catalogue, jobs=2, after=10)
+    assert made[0] is not None and len(made[0]) == alone.files_scanned
+    assert not [d for d in read_here if d.endswith(".sh")]  # (the launchers: read there)
+    assert pooled.findings == alone.findings
+    assert pooled.launches == alone.launches
+    assert pooled.errors == alone.errors
+    assert not hasattr(os, "mkfifo") or any(e.path == "pipe.py" for e in pooled.errors)
+
+
+def test_a_small_tree_is_read_by_the_run_itself(
+    big_project: Path, catalogue: Catalogue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(big_project)
+    settings = load_settings([Path(".")], catalogue)
+    alone = engine.scan_paths([Path(".")], settings, catalogue, jobs=1)
+    report, prefetch = _prefetched_scan(big_project, catalogue, jobs=2, after=10_000)
+    assert prefetch is not None and prefetch.results() is None  # (no workers started)
+    assert report.findings == alone.findings
+    one, prefetch = _prefetched_scan(big_project, catalogue, jobs=1, after=10)
+    assert prefetch is not None and prefetch.results() is None  # (one worker: none started)
+    assert one.findings == alone.findings
+
+
+def test_a_run_that_keeps_a_cache_prefetches_nothing(
+    big_project: Path, catalogue: Catalogue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(the cache knows unchanged files by their stat: a warm run reads none of them)"""
+    (big_project / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    monkeypatch.chdir(big_project)
+    settings = load_settings([Path(".")], catalogue)
+    with engine.prefetching(catalogue, settings, True, 2) as prefetch:
+        assert prefetch is None
+
+
+def test_the_walk_hands_on_each_file_it_keeps_once(big_project: Path, catalogue: Catalogue) -> None:
+    from xlamigrate.discover import discover
+
+    (big_project / "link.py").symlink_to(big_project / "copy0" / "train_clm.py")  # (one file)
+    settings = load_settings([big_project], catalogue)
+    found: list[Any] = []
+    discovery = discover([big_project], settings, found=found.append)
+    assert sorted(found, key=lambda source: source.display) == list(discovery.files)

@@ -62,9 +62,13 @@ class Witness(Protocol):
 
 
 def discover(
-    paths: Sequence[Path], settings: Settings, witness: Witness | None = None
+    paths: Sequence[Path],
+    settings: Settings,
+    witness: Witness | None = None,
+    found: Callable[[SourceFile], None] | None = None,
 ) -> Discovery:
-    """The checkable files of the paths (`witness`: hears what the walks depend on)."""
+    """The checkable files of the paths (`witness`: hears what the walks depend on; `found`:
+    hears of each file as the walk finds it, before the walk goes on)."""
     excludes = _excludes(settings)
     cwd = os.getcwd()
     root = str(settings.exclude_base)
@@ -89,14 +93,16 @@ def discover(
             continue
         else:
             candidates = iter([_Found(os.path.realpath(given), kind, is_link=False)])
-        for found in candidates:
+        for candidate in candidates:
             # A link and its target are one file: rewriting it twice would clash.
-            key = _identity(found, real_folders)
+            key = _identity(candidate, real_folders)
             if key in seen:
                 continue
             seen.add(key)
-            display = _display(found.path, cwd)
-            files.append(SourceFile(found.path, display, found.kind))
+            source = SourceFile(candidate.path, _display(candidate.path, cwd), candidate.kind)
+            files.append(source)
+            if found is not None:
+                found(source)
     files.sort(key=lambda source: source.display)
     folders = sorted(
         (_display(os.path.abspath(error.filename), cwd), error.strerror or str(error))

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, TypedDict, TypeVar, Unpack, cast
 
 from xlamigrate import decidedcache, kinds
 from xlamigrate.apitable import Version
-from xlamigrate.cache import MISS, RunCache, open_for_run
+from xlamigrate.cache import MISS, RunCache, is_project_root, open_for_run
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.config import Settings
 from xlamigrate.discover import Discovery, SourceFile
@@ -47,7 +47,7 @@ from xlamigrate.results import (
 from xlamigrate.selection import Selection, select
 
 if TYPE_CHECKING:
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import Future, ProcessPoolExecutor
 
     from xlamigrate.project.build import ProjectBuilder
     from xlamigrate.speculation import Speculation
@@ -88,7 +88,8 @@ class RunOptions(TypedDict, total=False):
     `discovery`: the named paths', where the caller made it; `use_cache`: reuse what earlier
     runs found for unchanged files (cache.py); `selection`: the files named, where the caller
     made it; `overlay`: files (by display path) read as these bytes, not as on disk (an
-    editor's buffer, `--stdin-filename`)."""
+    editor's buffer, `--stdin-filename`); `prefetch`: the files read and prefiltered as the
+    walk of the discovery found them, and its workers (`Prefetch`)."""
 
     jobs: int | None
     discovery: Discovery | None
@@ -96,6 +97,7 @@ class RunOptions(TypedDict, total=False):
     use_cache: bool
     selection: Selection | None
     overlay: Mapping[str, bytes] | None
+    prefetch: Prefetch | None
 
 
 @dataclass(frozen=True)
@@ -125,9 +127,12 @@ class _Run:
         enabled = catalogue.select(settings.select, settings.ignore)
         cache = open_for_run(settings, enabled) if use_cache else None
         workers.cache = cache
+        prefetch = run.get("prefetch")
+        prefetched = prefetch.results() if prefetch is not None and cache is None else None
         read = _flagged_files(
-            selection.project, catalogue, enabled, cache, run.get("overlay") or {}, workers
-        )
+            selection.project, catalogue, enabled, cache, run.get("overlay") or {}, workers,
+            prefetched,
+        )  # fmt: skip
         workers.kinds = sorted(read.kinds)  # (what a pool started from here on preloads)
         return cls(selection, enabled, cache, read, run.get("progress", SILENT))
 
@@ -137,7 +142,8 @@ def _started(
     paths: Sequence[Path], settings: Settings, catalogue: Catalogue, run: RunOptions
 ) -> Iterator[tuple[_Run, _Workers]]:
     """The run started (its files read) and its workers, shut down when it is done."""
-    with _Workers(run.get("jobs")) as workers:
+    prefetch = run.get("prefetch")
+    with prefetch.workers if prefetch is not None else _Workers(run.get("jobs")) as workers:
         yield _Run.start(paths, settings, catalogue, run, workers), workers
 
 
@@ -829,16 +835,20 @@ def _flagged_files(
     cache: RunCache | None = None,
     overlay: Mapping[str, bytes] | None = None,
     workers: _Workers | None = None,
+    prefetched: Mapping[str, _Prefetched] | None = None,
 ) -> _Read:
     """The files that mention a flag or a torch-xla API of the table, and those that could not
     be read. A file the cache knows unchanged is not read here: not at all where it was not
     flagged, when its job is asked for where it was. Where many bytes are to be read, the
-    workers read them (`_Workers.prefiltered`), and analyse the flagged launchers meanwhile."""
+    workers read them (`_Workers.prefiltered`), and analyse the flagged launchers meanwhile;
+    `prefetched`: what they made of each file as the walk found it (`Prefetch`)."""
     prefilter = Prefilter(catalogue, enabled)
     unreadable = [
         FileError(folder, None, f"could not read the folder: {reason}")
         for folder, reason in discovery.unlisted
     ]
+    if prefetched is not None and not overlay and cache is None:
+        return _prefetched_read(discovery, prefetched, prefilter, unreadable)
     kept: dict[str, bytes] = {}
     budget = _KEPT_BYTES
     overlay = overlay or {}
@@ -891,6 +901,40 @@ def _flagged_files(
     return _Read(flagged, unreadable, kept, prefilter, cache, analysed)
 
 
+def _prefetched_read(
+    discovery: Discovery,
+    prefetched: Mapping[str, _Prefetched],
+    prefilter: Prefilter,
+    unreadable: list[FileError],
+) -> _Read:
+    """The run's reading of the discovered files, as the workers made it while the walk went
+    on (a file they did not get to is read and prefiltered here). The bytes of the files not
+    flagged are not kept: the project's questions read them again."""
+    kept: dict[str, bytes] = {}
+    flagged: list[tuple[SourceFile, bytes | None]] = []
+    analysed: dict[str, Analysed | None] = {}
+    for source in discovery.files:
+        made = prefetched.get(source.display)
+        if made is None:
+            read = _read(source)
+            verdict = not isinstance(read, FileError) and prefilter.may_have_findings(
+                source.kind, read
+            )
+            made = (read, verdict, None, False)
+        data, verdict, analysis, analysed_there = made
+        if isinstance(data, FileError):
+            unreadable.append(data)
+            continue
+        if not verdict:
+            continue
+        assert data is not None
+        kept[source.display] = data
+        flagged.append((source, data))
+        if analysed_there:
+            analysed[source.display] = analysis
+    return _Read(flagged, unreadable, kept, prefilter, None, analysed)
+
+
 def _read(source: SourceFile) -> bytes | FileError:
     try:
         data = _regular_file_bytes(source.location)
@@ -929,6 +973,114 @@ def _regular_file_bytes(location: str) -> bytes | None:
         return b"".join(parts)
     finally:
         os.close(descriptor)
+
+
+# What the workers made of a file the walk found: its bytes (where flagged; None where not)
+# or why it could not be read, the prefilter's verdict, the launcher analysis and whether one
+# was made (a flagged launcher's, where the run asks for the project).
+_Prefetched = tuple[bytes | FileError | None, bool, "Analysed | None", bool]
+# A walk that has found this many files starts the workers reading them (a smaller tree is
+# read in this process: a pool costs more than it saves), in batches of this many.
+_PREFETCH_AFTER_FILES = 1000
+_PREFETCH_BATCH = 96
+
+
+class Prefetch:
+    """A large tree's files read, prefiltered and (the flagged launchers) analysed by the
+    workers as the walk finds them (`found`, the walk's hook), instead of once it is done:
+    the walk, in this process, and the reading, in the workers, overlap. The workers are
+    started once the walk has found `_PREFETCH_AFTER_FILES` files; the run goes on with them
+    (`workers`). `results` waits for them: None where none was started."""
+
+    def __init__(self, catalogue: Catalogue, settings: Settings, jobs: int | None) -> None:
+        enabled = catalogue.select(settings.select, settings.ignore)
+        self.workers = _Workers(jobs)
+        self._task = partial(
+            _prefetched_slice,
+            catalogue=catalogue,
+            enabled=enabled,
+            analyse=_asks_precision(catalogue, enabled),
+        )
+        self._pending: list[SourceFile] = []
+        self._submitted: list[tuple[list[str], Future[list[_Prefetched]]]] = []
+        self._pool: ProcessPoolExecutor | None = None
+        self._off = False  # (no pool to be had: one worker, or no fork)
+
+    def found(self, source: SourceFile) -> None:
+        if self._off:
+            return
+        self._pending.append(source)
+        if self._pool is None:
+            if len(self._pending) < _PREFETCH_AFTER_FILES:
+                return
+            if (self.workers.jobs or os.cpu_count() or 1) <= 1 or "fork" not in _start_methods():
+                self._off, self._pending = True, []
+                return
+            self._pool = self.workers._started()
+        if len(self._pending) >= _PREFETCH_BATCH:
+            self._submit()
+
+    def results(self) -> dict[str, _Prefetched] | None:
+        if self._pool is None:
+            return None
+        if self._pending:
+            self._submit()
+        made: dict[str, _Prefetched] = {}
+        for displays, future in self._submitted:
+            with contextlib.suppress(Exception):  # (a batch that failed is read by the run)
+                made.update(zip(displays, future.result(), strict=True))
+        self._submitted = []
+        return made
+
+    def _submit(self) -> None:
+        assert self._pool is not None
+        batch = [(s.display, s.location, s.kind) for s in self._pending]
+        self._pending = []
+        try:
+            future = self._pool.submit(self._task, batch)
+        except RuntimeError:  # (a broken pool: the run reads these itself)
+            return
+        self._submitted.append(([display for display, _, _ in batch], future))
+
+
+@contextlib.contextmanager
+def prefetching(
+    catalogue: Catalogue, settings: Settings, use_cache: bool, jobs: int | None
+) -> Iterator[Prefetch | None]:
+    """A `Prefetch` for a scan's walk, its workers shut down when done; None where the run
+    keeps a cache (which knows unchanged files by their stat: they are not read at all)."""
+    if use_cache and is_project_root(settings):
+        yield None
+        return
+    prefetch = Prefetch(catalogue, settings, jobs)
+    with prefetch.workers:
+        yield prefetch
+
+
+def _prefetched_slice(
+    batch: list[tuple[str, str, str]],
+    catalogue: Catalogue,
+    enabled: frozenset[str],
+    analyse: bool,
+) -> list[_Prefetched]:
+    """In a worker: each file of the batch read, prefiltered and, a flagged launcher, analysed
+    where `analyse` (a flagged file's bytes go back to the run; another's do not)."""
+    prefilter = _PREFILTERS.get(enabled)
+    if prefilter is None:
+        prefilter = _PREFILTERS[enabled] = Prefilter(catalogue, enabled)
+    made: list[_Prefetched] = []
+    for display, location, kind in batch:
+        data = _read(SourceFile(location, display, kind))
+        if isinstance(data, FileError):
+            made.append((data, False, None, False))
+            continue
+        if not prefilter.may_have_findings(kind, data):
+            made.append((None, False, None, False))
+            continue
+        analysed = analyse and kinds.analyses_launches(kind)
+        analysis = _analyse_job(_Job(display, data, kind), catalogue) if analysed else None
+        made.append((data, True, analysis, analysed))
+    return made
 
 
 class _Workers:

@@ -5,7 +5,7 @@ reports on and edits. So a file gets the same findings whatever else is named wi
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
@@ -37,11 +37,17 @@ class Selection:
         return any(real == named or real.startswith(named + os.sep) for named in self.paths)
 
 
-def named_files(paths: Sequence[Path], settings: Settings, use_cache: bool) -> Discovery:
+def named_files(
+    paths: Sequence[Path],
+    settings: Settings,
+    use_cache: bool,
+    found: Callable[[SourceFile], None] | None = None,
+) -> Discovery:
     """The files of the named paths; where the root alone is named (`scan .` from it), its
-    walk, kept in the cache with `use_cache` (walkcache.py)."""
+    walk, kept in the cache with `use_cache` (walkcache.py), and `found` hears of each file it
+    finds as it does."""
     if len(paths) == 1 and os.path.abspath(paths[0]) == os.path.abspath(settings.root):
-        return project_files(settings, use_cache)
+        return project_files(settings, use_cache, found)
     return discover(paths, settings)
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import stat
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,18 +38,21 @@ _SUFFIX = ".walk"
 _State = tuple[Any, ...] | None
 
 
-def project_files(settings: Settings, use_cache: bool) -> Discovery:
+def project_files(
+    settings: Settings, use_cache: bool, found: Callable[[SourceFile], None] | None = None
+) -> Discovery:
     """`discover([settings.root], settings)`: from the cache where nothing the walk depends on
-    changed since a run made it (with `use_cache`, at a project's root)."""
+    changed since a run made it (with `use_cache`, at a project's root). `found` hears of each
+    file a walk finds (a walk kept in the cache: none)."""
     root = Path(settings.root)
     path = _cache_path(settings) if use_cache and is_project_root(settings) else None
     if path is None:
-        return discover([root], settings)
+        return discover([root], settings, found=found)
     kept = _still_valid(read_side_file(path))
     if kept is not None:
         return kept
     recorder = _Recorder(time.time_ns())
-    discovery = discover([root], settings, recorder)
+    discovery = discover([root], settings, recorder, found=found)
     entries = recorder.entries(discovery)
     if entries is not None:
         write_side_file(path, entries)

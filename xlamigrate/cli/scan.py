@@ -56,7 +56,7 @@ def add_arguments(parser: Parser) -> None:
 
 
 def run(args: Namespace) -> int:
-    from xlamigrate.engine import scan_paths
+    from xlamigrate.engine import prefetching, scan_paths
     from xlamigrate.recipes import DEFAULT_MODE
     from xlamigrate.selection import named_files
 
@@ -68,25 +68,28 @@ def run(args: Namespace) -> int:
     if args.stdin_filename is not None:
         report = _scan_stdin(args.stdin_filename, paths, settings, catalogue, use_cache)
     else:
-        discovery = named_files(targets, settings, use_cache)
-        if discovery.missing:
-            fail(f"no such file or directory: {', '.join(discovery.missing)}")
-        for skipped in discovery.skipped:
-            echo(f"xlamigrate: skipped {skipped}: not a file kind xlamigrate checks", err=True)
-        with running.progress(output_format == "text") as progress:
-            selection = running.selection(
-                targets, settings, discovery, args.whole_project, use_cache
-            )
-            report = scan_paths(
-                targets,
-                settings,
-                catalogue,
-                jobs=args.jobs or None,
-                discovery=discovery,
-                progress=progress,
-                use_cache=use_cache,
-                selection=selection,
-            )
+        with prefetching(catalogue, settings, use_cache, args.jobs or None) as prefetch:
+            found = prefetch.found if prefetch is not None else None
+            discovery = named_files(targets, settings, use_cache, found)
+            if discovery.missing:
+                fail(f"no such file or directory: {', '.join(discovery.missing)}")
+            for skipped in discovery.skipped:
+                echo(f"xlamigrate: skipped {skipped}: not a file kind xlamigrate checks", err=True)
+            with running.progress(output_format == "text") as progress:
+                selection = running.selection(
+                    targets, settings, discovery, args.whole_project, use_cache
+                )
+                report = scan_paths(
+                    targets,
+                    settings,
+                    catalogue,
+                    jobs=args.jobs or None,
+                    discovery=discovery,
+                    progress=progress,
+                    use_cache=use_cache,
+                    selection=selection,
+                    prefetch=prefetch,
+                )
     if args.statistics:
         from xlamigrate.report.statistics import render_statistics
 
