@@ -84,7 +84,7 @@ def discover(
             continue
         if given.is_dir():
             candidates: Iterator[_Found] = _walk(
-                os.path.abspath(given), settings, excludes, unlisted.append, witness
+                os.path.abspath(given), settings, excludes, unlisted.append, witness, real_folders
             )
         elif _excluded(os.path.abspath(given), root, excludes, is_dir=False):
             continue
@@ -173,12 +173,17 @@ def _walk(
     excludes: pathspec.GitIgnoreSpec | None,
     unlisted: Callable[[OSError], None],
     witness: Witness | None = None,
+    real_folders: dict[str, str] | None = None,
 ) -> Iterator[_Found]:
     """The checkable files below `top`, in a stable order (as os.walk goes: a folder's files,
-    then its folders, each in name order; links to folders are not followed); a folder that
-    cannot be listed (no permission) goes to `unlisted` instead of being skipped silently."""
+    then its folders, each in name order; links to folders are not followed, nor virtualenvs:
+    a folder holding a pyvenv.cfg); a folder that cannot be listed (no permission) goes to
+    `unlisted` instead of being skipped silently. `real_folders` gets each folder's real path
+    (its parent's and its name: no link is followed below `top`)."""
     ignores = _GitIgnores(top, witness) if settings.respect_gitignore else None
     root = str(settings.exclude_base)
+    reals = real_folders if real_folders is not None else {}
+    reals.setdefault(top, os.path.realpath(top))
     pending = [top]
     while pending:
         directory = pending.pop()
@@ -192,6 +197,8 @@ def _walk(
             continue
         if witness is not None:
             witness.listed(directory, [entry.name for entry in entries])
+        if directory != top and _is_virtualenv(entries):
+            continue
         if ignores is not None:
             ignores.enter(directory)
         folders = []
@@ -211,13 +218,16 @@ def _walk(
                 continue
             if ignores is not None and ignores.ignored(child, is_dir=True):
                 continue
-            if witness is not None:  # (a pyvenv.cfg made or removed changes the folder)
-                witness.before(child)
-            if os.path.exists(os.path.join(child, "pyvenv.cfg")):
-                continue
             if not entry.is_symlink():
                 below.append(child)
+                if directory in reals:
+                    reals[child] = os.path.join(reals[directory], entry.name)
         pending.extend(reversed(below))
+
+
+def _is_virtualenv(entries: list[os.DirEntry[str]]) -> bool:
+    """Whether a folder's listing holds a pyvenv.cfg (a link to one that exists)."""
+    return any(e.name == "pyvenv.cfg" and os.path.exists(e.path) for e in entries)
 
 
 @dataclass(frozen=True)

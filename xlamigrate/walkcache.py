@@ -4,7 +4,7 @@ walking a large tree (its folders, each .gitignore's patterns compiled) cost a w
 than everything else it did.
 
 What a walk depends on is what it looked at: the folders it listed (a folder's mtime changes
-when an entry is added, removed or renamed in it), the folders it looked into for a pyvenv.cfg,
+when an entry is added, removed or renamed in it: a pyvenv.cfg that makes it a virtualenv too),
 the files it read (each .gitignore, .git/info/exclude, the first line of a file without a
 suffix), and where a `.git` stands. A file's content does not change the walk, so editing
 files keeps it. A path changed within 2 s of the walk (its mtime may not tell a second change
