@@ -3,6 +3,9 @@ for every Python fixture, before and after an edit, with and without a final new
 
 from __future__ import annotations
 
+import ast
+import itertools
+
 import libcst as cst
 import pytest
 
@@ -54,3 +57,24 @@ def test_a_module_and_its_edit_are_made_as_libcst_makes_them(source: str) -> Non
         assert made.code(edited) == edited.code
         dropped = module.with_changes(body=module.body[:-1])
         assert made.code(dropped) == dropped.code
+
+
+def test_each_statements_lines_hold_its_ast_statements() -> None:
+    checked = 0
+    for path in SOURCES:
+        data = path.read_bytes()
+        module = parsed(data)
+        try:
+            tree = ast.parse(data)
+        except (SyntaxError, ValueError):
+            continue
+        if module is None or not module.body:
+            continue
+        spans = ModuleCode().lines(module)
+        assert all(a[1] + 1 == b[0] for a, b in itertools.pairwise(spans)), path
+        assert spans[-1][1] >= module.code.count("\n"), path
+        for statement in tree.body:
+            assert any(first <= statement.lineno <= last for first, last in spans), path
+            assert any(first <= statement.end_lineno <= last for first, last in spans), path
+        checked += 1
+    assert checked > 100

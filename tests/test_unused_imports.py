@@ -163,3 +163,71 @@ def test_what_the_rewrite_left_unused(before: str, after: str, expected: str) ->
 )  # fmt: skip
 def test_what_stays(before: str, after: str) -> None:
     assert cleaned(before, after) == after
+
+
+# -- the check that spares a large file the pass ------------------------------------------------
+
+SPARED_SOURCES = [
+    'import os\n\nos.environ["XLA_USE_BF16"] = "1"\nimport torch\n\n\ndef main():\n'
+    '    return os.environ.get("RANK")\n',
+    "import os\nimport torch_xla.core.xla_model as xm\n\nxm.mark_step()\n\n\ndef f():\n"
+    "    import numpy as np\n    return np.zeros(1), xm.xla_device()\n\n\nclass C:\n"
+    "    import json\n    data = json.dumps({})\n",
+    "try:\n    import torch_xla\nexcept ImportError:\n    torch_xla = None\n"
+    "if torch_xla:\n    import os\n    os.environ['A'] = '1'\nprint(torch_xla)\n",
+    "from a import (b,\n    c)  # c\nx = b; y = c\n\n# comment\n\n\ndef g(b=b):\n    global c\n"
+    "    c = 2\n    return b\n",
+]
+REPLACEMENTS = ["pass\n", "os = 1\n", "def xm():\n    pass\n", "print(os, xm, np, c)\n", None]
+
+
+def _edited(source: str, index: int, replacement: str | None) -> tuple[cst.Module, cst.Module]:
+    before = cst.parse_module(source)
+    body = list(before.body)
+    if replacement is None:
+        del body[index]
+    else:
+        body[index] = cst.parse_statement(replacement)
+    return before, before.with_changes(body=body)
+
+
+@pytest.mark.parametrize("source", SPARED_SOURCES)
+def test_the_pass_is_skipped_only_where_it_would_drop_nothing(source: str) -> None:
+    """Each top-level statement replaced by another (or dropped), one at a time: where the
+    check says no import may be left unused, the pass drops none."""
+    from xlamigrate.kinds.python.astscopes import Scopes
+    from xlamigrate.kinds.python.cstcode import ModuleCode
+    from xlamigrate.kinds.python.unusedimports import may_leave_unused, unused_imports_dropped
+
+    tree = ast.parse(source)
+    spared = checked = 0
+    for index in range(len(cst.parse_module(source).body)):
+        for replacement in REPLACEMENTS:
+            before, after = _edited(source, index, replacement)
+            old = Scopes(tree)
+            lines = ModuleCode().lines(before)
+            maybe = may_leave_unused(old, before, after, lines, after.code_for_node)
+            dropped, _ = unused_imports_dropped(Scopes(tree), after)
+            if not maybe:
+                assert dropped is after, (index, replacement)
+                spared += 1
+            checked += 1
+    assert spared and spared < checked  # (both answers are given)
+
+
+def test_an_import_whose_only_use_went_is_checked_for() -> None:
+    from xlamigrate.kinds.python.astscopes import Scopes
+    from xlamigrate.kinds.python.cstcode import ModuleCode
+    from xlamigrate.kinds.python.unusedimports import may_leave_unused
+
+    source = 'import os\n\nos.environ["XLA_USE_BF16"] = "1"\nprint(1)\n'
+    before, after = _edited(source, 1, "print(2)\n")
+    lines = ModuleCode().lines(before)
+    assert may_leave_unused(Scopes(ast.parse(source)), before, after, lines, after.code_for_node)
+    kept = source + "print(os.sep)\n"  # (another use, in a statement the rewrite keeps)
+    before, after = _edited(kept, 1, "print(2)\n")
+    lines = ModuleCode().lines(before)
+    assert not may_leave_unused(Scopes(ast.parse(kept)), before, after, lines, after.code_for_node)
+    before, after = _edited(kept, 1, "os = None\n")  # (a statement it makes binds the name)
+    lines = ModuleCode().lines(before)
+    assert may_leave_unused(Scopes(ast.parse(kept)), before, after, lines, after.code_for_node)

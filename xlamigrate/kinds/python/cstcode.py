@@ -39,3 +39,21 @@ class ModuleCode:
         code = module.code_for_node(statement)
         self._made[id(statement)] = (statement, module.default_indent, module.default_newline, code)
         return code
+
+    def lines(self, module: cst.Module) -> list[tuple[int, int]]:
+        """Each top-level statement's first and last line in the module's code (its leading
+        comments and blank lines included; the last one's, the module's footer too)."""
+        line = 1 + len(module.header)
+        spans: list[tuple[int, int]] = []
+        body = module.body
+        for index, statement in enumerate(body):
+            last = index == len(body) - 1
+            code = (
+                module.with_changes(header=(), body=body[-1:]).code
+                if last
+                else self._statement(module, statement)
+            )
+            count = max(1, code.count("\n") + (not code.endswith("\n")))
+            spans.append((line, line + count - 1))
+            line += count
+        return spans

@@ -240,7 +240,7 @@ def _applied(
     from xlamigrate.kinds.python.apply import UnpairedTree, applied
     from xlamigrate.kinds.python.cstcode import ModuleCode
     from xlamigrate.kinds.python.parse import parse_python
-    from xlamigrate.kinds.python.unusedimports import unused_imports_dropped
+    from xlamigrate.kinds.python.unusedimports import may_leave_unused, unused_imports_dropped
 
     parsed = parse_python(path, data)
     if isinstance(parsed, FileError):
@@ -255,14 +255,17 @@ def _applied(
         return FileError(path, lost, message)
     try:
         edited, code = applied(script, parsed, plan), None
-        if drop_unused:  # (its code, where it made and parsed it: a large file's is slow)
+        if drop_unused and may_leave_unused(
+            script.scopes, parsed, edited, made.lines(parsed), edited.code_for_node
+        ):  # (its code, where it made and parsed it: a large file's is slow)
             edited, code = unused_imports_dropped(script.scopes, edited, made.code)
-        rewritten = edited.bytes if code is None else code.encode(edited.encoding)
+        parsed_already = code is not None
+        rewritten = (code if code is not None else made.code(edited)).encode(edited.encoding)
         if not rewritten.strip():  # the flag's write and the import it used were all there was
             rewritten = b""
     except UnpairedTree as error:
         return FileError(path, None, f"internal error: {error}; the file is left untouched")
-    if code is None:  # a safety net: never write what does not parse
+    if not parsed_already:  # a safety net: never write what does not parse
         try:
             compile(rewritten, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
         except (SyntaxError, ValueError) as error:

@@ -17,6 +17,8 @@ another import of its top-level package stays there: the `try` is an availabilit
 from __future__ import annotations
 
 import ast
+import bisect
+import sys
 from collections.abc import Callable, Iterator, Sequence
 
 import libcst as cst
@@ -65,6 +67,95 @@ def unused_imports_dropped(
             return edited, None
         after = edited
     return after, None
+
+
+def may_leave_unused(
+    old: Scopes,
+    before: cst.Module,
+    after: cst.Module,
+    lines: list[tuple[int, int]],
+    code_for: Callable[[cst.BaseStatement], str],
+) -> bool:
+    """Whether the rewrite may have left an import unused (False: `unused_imports_dropped`
+    would drop nothing), told without reading the rewritten module: an import binding
+    used before stays used where no statement the rewrite made binds its name, and a
+    top-level statement it kept (the same object) reads it, or (the module's binding) a
+    statement it made does (a large file's parse and scopes, made again, took a fifth of its
+    rewrite). `lines`: each statement of `before`'s first and last line; `code_for`: a
+    statement's code."""
+    before_ids = {id(statement) for statement in before.body}
+    made = [statement for statement in after.body if id(statement) not in before_ids]
+    kept = {id(statement) for statement in after.body} & before_ids
+    kept_lines = [span for statement, span in zip(before.body, lines, strict=True)
+                  if id(statement) in kept]  # fmt: skip
+    imported = _import_bindings(old)
+    if not imported:
+        return False
+    named = _names_in(made, code_for)
+    if named is None or any(name in named[0] for _, name in imported):
+        return True
+    # (a name no statement it made binds reads the module's binding there)
+    still_read = {(id(old.module), name) for name in named[1]}
+    read: set[tuple[int, str]] = set()
+    for node, scope, _ in old.of(ast.Name):
+        if not isinstance(node, ast.Name) or isinstance(node.ctx, ast.Store):
+            continue
+        binder = scope.binder(node.id)
+        key = (id(binder), node.id)
+        if binder is None or key not in imported:
+            continue
+        read.add(key)
+        if _within(node.lineno, kept_lines):
+            still_read.add(key)
+    return bool(read - still_read)
+
+
+def _import_bindings(scopes: Scopes) -> set[tuple[int, str]]:
+    """(id of the scope, name) of each name an import binds."""
+    found: set[tuple[int, str]] = set()
+    for node, scope, _ in scopes.of(ast.Import, ast.ImportFrom):
+        if isinstance(node, ImportNode):
+            from_import = isinstance(node, ast.ImportFrom)
+            found |= {(id(scope), _bound(alias, from_import)) for alias in node.names}
+    return found
+
+
+def _names_in(
+    statements: Sequence[cst.BaseStatement], code_for: Callable[[cst.BaseStatement], str]
+) -> tuple[set[str], set[str]] | None:
+    """The names the statements bind (or may) anywhere in them, and those they read (None:
+    one does not parse)."""
+    names: set[str] = set()
+    read: set[str] = set()
+    for statement in statements:
+        try:
+            tree = ast.parse(code_for(statement))
+        except (SyntaxError, ValueError):
+            return None
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name):
+                (read if isinstance(node.ctx, ast.Load) else names).add(node.id)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, ast.arg):
+                names.add(node.arg)
+            elif isinstance(node, ImportNode):
+                from_import = isinstance(node, ast.ImportFrom)
+                names |= {_bound(alias, from_import) for alias in node.names}
+                names |= {alias.name.split(".", 1)[0] for alias in node.names}
+            elif isinstance(node, (ast.Global, ast.Nonlocal)):
+                names |= set(node.names)
+            elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
+                names.add(node.name)
+            elif isinstance(node, ast.MatchMapping) and node.rest:
+                names.add(node.rest)
+    return names, read
+
+
+def _within(line: int, spans: list[tuple[int, int]]) -> bool:
+    """Whether the line is in one of the (sorted, disjoint) spans."""
+    at = bisect.bisect_right(spans, (line, sys.maxsize)) - 1
+    return at >= 0 and spans[at][0] <= line <= spans[at][1]
 
 
 def _without(
