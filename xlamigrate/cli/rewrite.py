@@ -114,17 +114,8 @@ def run(args: Namespace) -> int:
         fail(f"no such file or directory: {', '.join(discovery.missing)}")
     selection = running.selection(targets, settings, discovery, args.whole_project, use_cache)
     with running.progress(args.output_format == "text") as progress:
-        report = rewrite_paths(
-            targets,
-            settings,
-            catalogue,
-            request,
-            jobs=args.jobs or None,
-            discovery=discovery,
-            progress=progress,
-            use_cache=use_cache,
-            selection=selection,
-        )
+        options = running.run_options(args, discovery, progress, selection, use_cache)
+        report = rewrite_paths(targets, settings, catalogue, request, **options)
     for skipped in discovery.skipped:
         echo(f"xlamigrate: skipped {skipped}: not a file kind xlamigrate checks", err=True)
     apply = not (diff or args.check)

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from xlamigrate.catalogue import Catalogue
     from xlamigrate.config import Settings
     from xlamigrate.discover import Discovery
+    from xlamigrate.engine import RunOptions
     from xlamigrate.progress import Progress
     from xlamigrate.selection import Selection
 
@@ -129,6 +130,23 @@ def selection(
     if not chosen.named.files:
         echo("xlamigrate: warning: No files to check under the given path(s)", err=True)
     return chosen
+
+
+def run_options(
+    args: Namespace,
+    discovery: Discovery,
+    progress: Progress,
+    selection: Selection,
+    use_cache: bool,
+) -> RunOptions:
+    """How the engine runs a command of these arguments over these files."""
+    return {
+        "jobs": args.jobs or None,
+        "discovery": discovery,
+        "progress": progress,
+        "use_cache": use_cache,
+        "selection": selection,
+    }
 
 
 def progress(human: bool) -> contextlib.AbstractContextManager[Progress]:

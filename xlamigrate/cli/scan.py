@@ -79,17 +79,9 @@ def run(args: Namespace) -> int:
                 selection = running.selection(
                     targets, settings, discovery, args.whole_project, use_cache
                 )
-                report = scan_paths(
-                    targets,
-                    settings,
-                    catalogue,
-                    jobs=args.jobs or None,
-                    discovery=discovery,
-                    progress=progress,
-                    use_cache=use_cache,
-                    selection=selection,
-                    prefetch=prefetch,
-                )
+                options = running.run_options(args, discovery, progress, selection, use_cache)
+                options["prefetch"] = prefetch
+                report = scan_paths(targets, settings, catalogue, **options)
     if args.statistics:
         from xlamigrate.report.statistics import render_statistics
 
