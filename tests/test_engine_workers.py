@@ -188,3 +188,24 @@ def test_the_walk_hands_on_each_file_it_keeps_once(big_project: Path, catalogue:
     found: list[Any] = []
     discovery = discover([big_project], settings, found=found.append)
     assert sorted(found, key=lambda source: source.display) == list(discovery.files)
+
+
+def test_the_files_found_before_the_workers_start_go_in_batches(
+    catalogue: Catalogue, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from xlamigrate.discover import SourceFile
+
+    sizes: list[int] = []
+
+    class Recording(concurrent.futures.Executor):
+        def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+            sizes.append(len(args[0]))
+            return concurrent.futures.Future()
+
+    monkeypatch.setattr(engine, "_PREFETCH_AFTER_FILES", 10)
+    monkeypatch.setattr(engine, "_PREFETCH_BATCH", 4)
+    monkeypatch.setattr(engine._Workers, "_started", lambda self: Recording())
+    prefetch = engine.Prefetch(catalogue, load_settings([tmp_path], catalogue), 2)
+    for index in range(17):
+        prefetch.found(SourceFile(f"/x/{index}.py", f"{index}.py", "python"))
+    assert sizes == [4, 4, 2, 4]  # (the first ten in batches; then one each four found)

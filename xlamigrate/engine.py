@@ -1033,14 +1033,17 @@ class Prefetch:
         return made
 
     def _submit(self) -> None:
+        """The files found and not yet sent, in batches (the first thousand: several)."""
         assert self._pool is not None
-        batch = [(s.display, s.location, s.kind) for s in self._pending]
-        self._pending = []
-        try:
-            future = self._pool.submit(self._task, batch)
-        except RuntimeError:  # (a broken pool: the run reads these itself)
-            return
-        self._submitted.append(([display for display, _, _ in batch], future))
+        pending, self._pending = self._pending, []
+        for start in range(0, len(pending), _PREFETCH_BATCH):
+            chunk = pending[start : start + _PREFETCH_BATCH]
+            batch = [(s.display, s.location, s.kind) for s in chunk]
+            try:
+                future = self._pool.submit(self._task, batch)
+            except RuntimeError:  # (a broken pool: the run reads these itself)
+                return
+            self._submitted.append(([display for display, _, _ in batch], future))
 
 
 @contextlib.contextmanager
