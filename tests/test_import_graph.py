@@ -105,7 +105,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 STAGES: dict[str, tuple[str, ...]] = {
     "base": (
         "apitable", "cache", "catalogue", "config", "findings", "flagvalue", "frameworktable",
-        "ignorepatterns", "speculation",
+        "fileread", "ignorepatterns", "speculation",
         "kinds", "kinds.embedded", "kinds.launch", "kinds.python.envaccess",
         "kinds.python.markers", "kinds.textaccess", "kinds.unreadtable", "launchtable",
         "masterweights", "modelowners", "nesting", "neuronflags", "nxdttable",

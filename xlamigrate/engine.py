@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-import stat
 import sys
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -24,6 +23,7 @@ from xlamigrate.cache import MISS, RunCache, is_project_root, open_for_run
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.config import Settings
 from xlamigrate.discover import Discovery, SourceFile
+from xlamigrate.fileread import regular_file_bytes
 from xlamigrate.findings import worded_outcome, worded_report
 from xlamigrate.flagvalue import RECIPE_FLAGS
 from xlamigrate.frameworktable import framework_table
@@ -937,42 +937,13 @@ def _prefetched_read(
 
 def _read(source: SourceFile) -> bytes | FileError:
     try:
-        data = _regular_file_bytes(source.location)
+        data = regular_file_bytes(source.location)
     except OSError as error:
         reason = error.strerror or str(error)
         return FileError(source.display, None, f"could not read: {reason}")
     if data is None:
         return FileError(source.display, None, "could not read: not a regular file")
     return data
-
-
-# Opening a FIFO without it waits for a writer (the file is then found no regular file).
-_NO_WAIT = getattr(os, "O_NONBLOCK", None)
-
-
-def _regular_file_bytes(location: str) -> bytes | None:
-    """The bytes of a regular file; None for anything else (a FIFO blocks, a device never
-    ends). On POSIX, one open, fstat and read for most files (the file object `open` makes
-    costs as much again: a tree's thousands of reads took twice as long)."""
-    if _NO_WAIT is None:
-        if not stat.S_ISREG(os.stat(location).st_mode):
-            return None
-        with open(location, "rb") as stream:
-            return stream.read()
-    descriptor = os.open(location, os.O_RDONLY | _NO_WAIT | os.O_CLOEXEC)
-    try:
-        status = os.fstat(descriptor)
-        if not stat.S_ISREG(status.st_mode):
-            return None
-        data = os.read(descriptor, status.st_size + 1)
-        if len(data) == status.st_size:  # (all of it: the usual case)
-            return data
-        parts = [data]  # (it grew or shrank since, or the read was short: on to its end)
-        while part := os.read(descriptor, 1 << 20):
-            parts.append(part)
-        return b"".join(parts)
-    finally:
-        os.close(descriptor)
 
 
 # What the workers made of a file the walk found: its bytes (where flagged; None where not)
