@@ -1012,8 +1012,8 @@ class Prefetch:
             batch = [(s.display, s.location, s.kind) for s in chunk]
             try:
                 future = self._pool.submit(self._task, batch)
-            except RuntimeError:  # (a broken pool: the run reads these itself)
-                return
+            except (RuntimeError, OSError):  # (a broken pool, a failed fork: the run reads
+                return  # these itself)
             self._submitted.append(([display for display, _, _ in batch], future))
 
 
