@@ -1039,21 +1039,14 @@ def _prefetched_slice(
 ) -> list[_Prefetched]:
     """In a worker: each file of the batch read, prefiltered and, a flagged launcher, analysed
     where `analyse` (a flagged file's bytes go back to the run; another's do not)."""
-    prefilter = _PREFILTERS.get(enabled)
-    if prefilter is None:
-        prefilter = _PREFILTERS[enabled] = Prefilter(catalogue, enabled)
     made: list[_Prefetched] = []
     for display, location, kind in batch:
         data = _read(SourceFile(location, display, kind))
         if isinstance(data, FileError):
             made.append((data, False, None, False))
             continue
-        if not prefilter.may_have_findings(kind, data):
-            made.append((None, False, None, False))
-            continue
-        analysed = analyse and kinds.analyses_launches(kind)
-        analysis = _analyse_job(_Job(display, data, kind), catalogue) if analysed else None
-        made.append((data, True, analysis, analysed))
+        verdict, analysis, analysed = _prefiltered(display, kind, data, catalogue, enabled, analyse)
+        made.append((data if verdict else None, verdict, analysis, analysed))
     return made
 
 
@@ -1230,17 +1223,31 @@ def _prefilter_slice(
 ) -> list[tuple[bool, Analysed | None]]:
     """In a worker: the verdicts of the inherited files in [start, stop), with the analysis
     of each flagged launcher where `analyse`."""
+    found: list[tuple[bool, Analysed | None]] = []
+    for display, kind, data in _INHERITED[bounds[0] : bounds[1]]:
+        verdict, made, _ = _prefiltered(display, kind, data, catalogue, enabled, analyse)
+        found.append((verdict, made))
+    return found
+
+
+def _prefiltered(
+    display: str,
+    kind: str,
+    data: bytes,
+    catalogue: Catalogue,
+    enabled: frozenset[str],
+    analyse: bool,
+) -> tuple[bool, Analysed | None, bool]:
+    """In a worker: a file's prefilter verdict and, a flagged launcher where `analyse`, its
+    analysis (and whether one was made)."""
     prefilter = _PREFILTERS.get(enabled)
     if prefilter is None:
         prefilter = _PREFILTERS[enabled] = Prefilter(catalogue, enabled)
-    found: list[tuple[bool, Analysed | None]] = []
-    for display, kind, data in _INHERITED[bounds[0] : bounds[1]]:
-        verdict = prefilter.may_have_findings(kind, data)
-        made = None
-        if verdict and analyse and kinds.analyses_launches(kind):
-            made = _analyse_job(_Job(display, data, kind), catalogue)
-        found.append((verdict, made))
-    return found
+    if not prefilter.may_have_findings(kind, data):
+        return False, None, False
+    if not (analyse and kinds.analyses_launches(kind)):
+        return True, None, False
+    return True, _analyse_job(_Job(display, data, kind), catalogue), True
 
 
 def _slices(sizes: list[int], count: int) -> list[tuple[int, int]]:
