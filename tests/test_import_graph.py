@@ -144,7 +144,8 @@ STAGES: dict[str, tuple[str, ...]] = {
     "report": ("report", "ruletext"),
     "apply": (
         "kinds.python.apply", "kinds.python.cstcode", "kinds.python.cstedits",
-        "kinds.python.imports", "kinds.python.puretests", "kinds.python.unusedimports", "writer",
+        "kinds.python.cstslices", "kinds.python.imports", "kinds.python.puretests",
+        "kinds.python.unusedimports", "writer",
     ),
     "drive": (
         "", "__main__", "cli", "decidedcache", "engine", "kinds.dockerfile", "kinds.dotenv",

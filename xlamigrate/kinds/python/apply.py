@@ -29,9 +29,12 @@ class UnpairedTree(Exception):
     """The ast and libcst trees of the file do not pair up (never expected)."""
 
 
-def applied(script: TrainingScript, module: cst.Module, plan: Plan) -> cst.Module:
-    """The module with the plan's edits made."""
-    pairs = _Pairs(script, module)
+def applied(
+    script: TrainingScript, module: cst.Module, plan: Plan, top: Block | None = None
+) -> cst.Module:
+    """The module with the plan's edits made. `top`: the script's top-level statements the
+    module holds, where it holds only some (cstslices.py); all of them by default."""
+    pairs = _Pairs(script, module, top)
     edits = CstEdits()
     edits.removed = {pairs.small(s) for s in plan.removed}
     edits.replacements = {
@@ -86,14 +89,16 @@ def _unix(code: str) -> str:
 class _Pairs:
     """The libcst node of each ast statement, line and edited expression."""
 
-    def __init__(self, script: TrainingScript, module: cst.Module) -> None:
+    def __init__(
+        self, script: TrainingScript, module: cst.Module, top: Block | None = None
+    ) -> None:
         self.script = script
         self.statements: dict[int, cst.CSTNode] = {}
         self.smalls: dict[int, cst.BaseSmallStatement] = {}
         self.indented: dict[int, cst.IndentedBlock] = {}  # by the id of training.py's Block
         self.module = module
         self._layouts: dict[int, tuple[cst.CSTNode, dict[cst.CSTNode, CodeRange]]] = {}
-        self._pair_block(script.top, list(module.body))
+        self._pair_block(top if top is not None else script.top, list(module.body))
 
     # -- statements ------------------------------------------------------------------------------
 

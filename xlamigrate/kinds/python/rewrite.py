@@ -236,35 +236,18 @@ def _applied(
     path: str, data: bytes, script: TrainingScript, plan: Plan, drop_unused: bool = True
 ) -> bytes | FileError:
     """The file's bytes with the plan applied by libcst (and, `drop_unused`, without the
-    imports that left unused), or why it cannot be."""
-    from xlamigrate.kinds.python.apply import UnpairedTree, applied
-    from xlamigrate.kinds.python.cstcode import ModuleCode
-    from xlamigrate.kinds.python.parse import parse_python
-    from xlamigrate.kinds.python.unusedimports import may_leave_unused, unused_imports_dropped
+    imports that left unused), or why it cannot be: libcst parses only the top-level
+    statements the edits need where it can (cstslices.py), else the whole module."""
+    from xlamigrate.kinds.python.cstslices import sliced_applied
 
-    parsed = parse_python(path, data)
-    if isinstance(parsed, FileError):
-        return parsed
-    made = ModuleCode()  # (each statement's code made once: the output's made again for edits)
-    lost = _first_line_not_reproduced(data, made.code(parsed).encode(parsed.encoding))
-    if lost is not None:  # writing libcst's code would also drop what it cannot reproduce
-        message = (
-            "cannot rewrite: libcst does not reproduce this line byte for byte (a form feed "
-            "before code, or a final bare CR newline); the file is left untouched"
-        )
-        return FileError(path, lost, message)
-    try:
-        edited, code = applied(script, parsed, plan), None
-        if drop_unused and may_leave_unused(
-            script.scopes, parsed, edited, made.lines(parsed), edited.code_for_node
-        ):  # (its code, where it made and parsed it: a large file's is slow)
-            edited, code = unused_imports_dropped(script.scopes, edited, made.code)
-        parsed_already = code is not None
-        rewritten = (code if code is not None else made.code(edited)).encode(edited.encoding)
-        if not rewritten.strip():  # the flag's write and the import it used were all there was
-            rewritten = b""
-    except UnpairedTree as error:
-        return FileError(path, None, f"internal error: {error}; the file is left untouched")
+    made: tuple[bytes | FileError, bool] | None = sliced_applied(data, script, plan, drop_unused)
+    if made is None:
+        made = whole_module_applied(path, data, script, plan, drop_unused)
+    rewritten, parsed_already = made
+    if isinstance(rewritten, FileError):
+        return rewritten
+    if not rewritten.strip():  # the flag's write and the import it used were all there was
+        rewritten = b""
     if not parsed_already:  # a safety net: never write what does not parse
         try:
             compile(rewritten, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
@@ -272,6 +255,39 @@ def _applied(
             message = getattr(error, "msg", None) or str(error)
             return FileError(path, None, f"internal error: the rewrite does not parse ({message})")
     return rewritten
+
+
+def whole_module_applied(
+    path: str, data: bytes, script: TrainingScript, plan: Plan, drop_unused: bool = True
+) -> tuple[bytes | FileError, bool]:
+    """`_applied` on the whole module's libcst tree, and whether its code was parsed on the
+    way (the unused-import pass parses it)."""
+    from xlamigrate.kinds.python.apply import UnpairedTree, applied
+    from xlamigrate.kinds.python.cstcode import ModuleCode
+    from xlamigrate.kinds.python.parse import parse_python
+    from xlamigrate.kinds.python.unusedimports import may_leave_unused, unused_imports_dropped
+
+    parsed = parse_python(path, data)
+    if isinstance(parsed, FileError):
+        return parsed, False
+    made = ModuleCode()  # (each statement's code made once: the output's made again for edits)
+    lost = _first_line_not_reproduced(data, made.code(parsed).encode(parsed.encoding))
+    if lost is not None:  # writing libcst's code would also drop what it cannot reproduce
+        message = (
+            "cannot rewrite: libcst does not reproduce this line byte for byte (a form feed "
+            "before code, or a final bare CR newline); the file is left untouched"
+        )
+        return FileError(path, lost, message), False
+    try:
+        edited, code = applied(script, parsed, plan), None
+        if drop_unused and may_leave_unused(
+            script.scopes, parsed, edited, made.lines(parsed), edited.code_for_node
+        ):  # (its code, where it made and parsed it: a large file's is slow)
+            edited, code = unused_imports_dropped(script.scopes, edited, made.code)
+        rewritten = (code if code is not None else made.code(edited)).encode(edited.encoding)
+    except UnpairedTree as error:
+        return FileError(path, None, f"internal error: {error}; the file is left untouched"), False
+    return rewritten, code is not None
 
 
 def kept_for_recipe(

@@ -32,7 +32,7 @@ ImportNode = ast.Import | ast.ImportFrom
 # definitions it is in, each with its count among its scope's definitions of that name.
 Place = tuple[str, ...]
 Binding = tuple[Place, str]
-_ROUNDS = 8  # at most: each takes the imports only the previous one's removals left unused
+ROUNDS = 8  # at most: each takes the imports only the previous one's removals left unused
 
 
 def without_unused_imports(before: ast.Module, after: cst.Module) -> cst.Module:
@@ -48,19 +48,19 @@ def unused_imports_dropped(
     module is what it was: a large file's code is not made again; `code_of` makes it).
     Until none is left: an `if` that goes with its import may have been another's last use."""
     used: set[Binding] | None = None
-    for _ in range(_ROUNDS):
+    for _ in range(ROUNDS):
         code = code_of(after) if code_of is not None else after.code
         try:
             rewritten = ast.parse(code)
         except (SyntaxError, ValueError):
             return after, None
         if used is None:
-            used = _uses(old, _places(old))
+            used = used_bindings(old)
         scopes = Scopes(rewritten)
-        dropped, again = _dropped(used, rewritten, scopes)
+        dropped, again = dropped_imports(used, rewritten, scopes)
         if not dropped:
             return after, code
-        edited = _without(after, rewritten, scopes, dropped)
+        edited = without_imports(after, rewritten, scopes, dropped)
         if edited is after:
             return after, code
         if not again:
@@ -73,8 +73,9 @@ def may_leave_unused(
     old: Scopes,
     before: cst.Module,
     after: cst.Module,
-    lines: list[tuple[int, int]],
+    lines: Sequence[tuple[int, int]],
     code_for: Callable[[cst.BaseStatement], str],
+    kept_elsewhere: Sequence[tuple[int, int]] = (),
 ) -> bool:
     """Whether the rewrite may have left an import unused (False: `unused_imports_dropped`
     would drop nothing), told without reading the rewritten module: an import binding
@@ -82,12 +83,13 @@ def may_leave_unused(
     top-level statement it kept (the same object) reads it, or (the module's binding) a
     statement it made does (a large file's parse and scopes, made again, took a fifth of its
     rewrite). `lines`: each statement of `before`'s first and last line; `code_for`: a
-    statement's code."""
+    statement's code; `kept_elsewhere`: the lines of the file's statements `before` does not
+    hold (the rewrite keeps them as they are)."""
     before_ids = {id(statement) for statement in before.body}
     made = [statement for statement in after.body if id(statement) not in before_ids]
     kept = {id(statement) for statement in after.body} & before_ids
-    kept_lines = [span for statement, span in zip(before.body, lines, strict=True)
-                  if id(statement) in kept]  # fmt: skip
+    kept_lines = sorted([span for statement, span in zip(before.body, lines, strict=True)
+                         if id(statement) in kept] + list(kept_elsewhere))  # fmt: skip
     imported = _import_bindings(old)
     if not imported:
         return False
@@ -158,10 +160,11 @@ def _within(line: int, spans: list[tuple[int, int]]) -> bool:
     return at >= 0 and spans[at][0] <= line <= spans[at][1]
 
 
-def _without(
+def without_imports(
     after: cst.Module, rewritten: ast.Module, scopes: Scopes, dropped: dict[int, set[int]]
 ) -> cst.Module:
-    """`after` (`rewritten` on ast) without the names `dropped` of its import statements."""
+    """`after` (`rewritten` on ast: its statements, of a module whose scopes are `scopes`)
+    without the names `dropped` of its import statements (`after` itself where none went)."""
     found = _cst_imports(after.body, ())
     imports = _in_order(rewritten)
     if len(imports) != len(found):  # (the same code: never expected)
@@ -209,7 +212,7 @@ def _enclosing(statement: ast.stmt, parents: dict[int, ast.stmt]) -> Iterator[as
         parent = parents.get(id(parent))
 
 
-def _dropped(
+def dropped_imports(
     used_before: set[Binding], after: ast.Module, new: Scopes
 ) -> tuple[dict[int, set[int]], bool]:
     """By the id of an import statement of `after` (its scopes: `new`), the indexes of its
@@ -330,6 +333,11 @@ def _places(scopes: Scopes) -> dict[int, Place]:
         count = counts[id(scope), node.name] = counts.get((id(scope), node.name), 0) + 1
         places[id(inner)] = (*outer, f"{node.name}#{count}")
     return places
+
+
+def used_bindings(scopes: Scopes) -> set[Binding]:
+    """The bindings the module's names read or delete, each by where its scope is."""
+    return _uses(scopes, _places(scopes))
 
 
 def _uses(scopes: Scopes, places: dict[int, Place]) -> set[Binding]:
