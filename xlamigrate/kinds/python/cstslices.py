@@ -38,10 +38,8 @@ from xlamigrate.kinds.python.astscopes import Scopes
 from xlamigrate.kinds.python.plan import Plan
 from xlamigrate.kinds.python.training import COMPOUND, Block, Line, TrainingScript
 from xlamigrate.kinds.python.unusedimports import (
-    ROUNDS,
-    dropped_imports,
+    dropped_in_rounds,
     may_leave_unused,
-    used_bindings,
     without_imports,
 )
 
@@ -88,27 +86,10 @@ def sliced_applied(
 
 def _unused_dropped(data: bytes, old: Scopes) -> tuple[bytes, bool] | None:
     """unusedimports.unused_imports_dropped on the rewritten bytes, round for round."""
-    used = None
-    for _ in range(ROUNDS):
-        try:
-            rewritten = ast.parse(data)
-        except (SyntaxError, ValueError):
-            return data, False
-        if used is None:
-            used = used_bindings(old)
-        scopes = Scopes(rewritten)
-        dropped, again = dropped_imports(used, rewritten, scopes)
-        if not dropped:
-            return data, True
-        edited = _without(data, rewritten, scopes, dropped)
-        if edited is None:
-            return None
-        if edited is data:
-            return data, True
-        if not again:
-            return edited, False
-        data = edited
-    return data, False
+    dropped = dropped_in_rounds(old, data, lambda code: code, _without)
+    if dropped is None:
+        return None
+    return dropped[0], dropped[1] is not None
 
 
 def _without(

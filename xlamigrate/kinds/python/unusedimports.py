@@ -20,6 +20,7 @@ import ast
 import bisect
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from typing import TypeVar
 
 import libcst as cst
 
@@ -32,7 +33,7 @@ ImportNode = ast.Import | ast.ImportFrom
 # definitions it is in, each with its count among its scope's definitions of that name.
 Place = tuple[str, ...]
 Binding = tuple[Place, str]
-ROUNDS = 8  # at most: each takes the imports only the previous one's removals left unused
+_ROUNDS = 8  # at most: each takes the imports only the previous one's removals left unused
 
 
 def without_unused_imports(before: ast.Module, after: cst.Module) -> cst.Module:
@@ -45,22 +46,44 @@ def unused_imports_dropped(
 ) -> tuple[cst.Module, str | None]:
     """`after` without the import names the rewrite left unused (`old`: the scopes of the
     file before it), and the module's code where it was made and parsed on the way (the
-    module is what it was: a large file's code is not made again; `code_of` makes it).
-    Until none is left: an `if` that goes with its import may have been another's last use."""
+    module is what it was: a large file's code is not made again; `code_of` makes it)."""
+    dropped = dropped_in_rounds(
+        old, after, code_of or (lambda module: module.code), without_imports
+    )
+    assert dropped is not None  # (without_imports always gives a module)
+    return dropped
+
+
+Code = TypeVar("Code", str, bytes)
+Rewritten = TypeVar("Rewritten")
+
+
+def dropped_in_rounds(
+    old: Scopes,
+    after: Rewritten,
+    code_of: Callable[[Rewritten], Code],
+    without: Callable[[Rewritten, ast.Module, Scopes, dict[int, set[int]]], Rewritten | None],
+) -> tuple[Rewritten, Code | None] | None:
+    """The rounds of the pass on a rewrite (`after`: a libcst module, or bytes; `code_of`
+    its code, `without` it without the import names that go: None where it cannot say),
+    and its code where that was parsed on the way. Until none is left: an `if` that goes
+    with its import may have been another's last use."""
     used: set[Binding] | None = None
-    for _ in range(ROUNDS):
-        code = code_of(after) if code_of is not None else after.code
+    for _ in range(_ROUNDS):
+        code = code_of(after)
         try:
             rewritten = ast.parse(code)
         except (SyntaxError, ValueError):
             return after, None
         if used is None:
-            used = used_bindings(old)
+            used = _uses(old, _places(old))
         scopes = Scopes(rewritten)
-        dropped, again = dropped_imports(used, rewritten, scopes)
+        dropped, again = _dropped(used, rewritten, scopes)
         if not dropped:
             return after, code
-        edited = without_imports(after, rewritten, scopes, dropped)
+        edited = without(after, rewritten, scopes, dropped)
+        if edited is None:
+            return None
         if edited is after:
             return after, code
         if not again:
@@ -212,7 +235,7 @@ def _enclosing(statement: ast.stmt, parents: dict[int, ast.stmt]) -> Iterator[as
         parent = parents.get(id(parent))
 
 
-def dropped_imports(
+def _dropped(
     used_before: set[Binding], after: ast.Module, new: Scopes
 ) -> tuple[dict[int, set[int]], bool]:
     """By the id of an import statement of `after` (its scopes: `new`), the indexes of its
@@ -333,11 +356,6 @@ def _places(scopes: Scopes) -> dict[int, Place]:
         count = counts[id(scope), node.name] = counts.get((id(scope), node.name), 0) + 1
         places[id(inner)] = (*outer, f"{node.name}#{count}")
     return places
-
-
-def used_bindings(scopes: Scopes) -> set[Binding]:
-    """The bindings the module's names read or delete, each by where its scope is."""
-    return _uses(scopes, _places(scopes))
 
 
 def _uses(scopes: Scopes, places: dict[int, Place]) -> set[Binding]:
