@@ -116,6 +116,7 @@ def phases_timed(clock: PhaseClock) -> Iterator[None]:
     from xlamigrate.kinds.python import (
         apply,
         cstcode,
+        cstslices,
         parse,
         planner,
         rewrite,
@@ -136,9 +137,13 @@ def phases_timed(clock: PhaseClock) -> Iterator[None]:
     patch(training.TrainingScript, "__init__", "planning")
     patch(planner.Planner, "make_plan", "planning")
     patch(parse, "parse_python", "parse (libcst, to write the edits)")
+    patch(cstslices._Slice, "parsed", "parse (libcst, to write the edits)")
     patch(apply, "applied", "transform (edits paired and made)")
+    patch(cstslices, "applied", "transform (edits paired and made)")
     patch(unusedimports, "unused_imports_dropped", "imports left unused")
+    patch(cstslices, "_unused_dropped", "imports left unused")
     patch(cstcode.ModuleCode, "code", "codegen")
+    patch(cstslices._Slice, "spliced", "codegen")
     patch(MetadataWrapper, "resolve", "layout of the edited statements")
     codegen = cst.Module.bytes
     patches.append((cst.Module, "bytes", codegen))

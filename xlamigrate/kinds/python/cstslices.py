@@ -17,8 +17,9 @@ bytes are the whole module's rewrite's:
 - the first statement holding an indented block (its indentation is libcst's default, which the
   code the edits write uses).
 
-None (the whole module is parsed then) where a line break is not `\\n`, the file holds a form
-feed or opens with a BOM, libcst does not reproduce the slice or the trees do not pair.
+None (the whole module is parsed then) where the slice would hold most of the file, a line break
+is not `\\n`, the file holds a form feed or opens with a BOM, libcst does not reproduce the slice
+or the trees do not pair.
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ from xlamigrate.kinds.python.unusedimports import (
 Group = tuple[ast.stmt, ...]  # a top-level statement: a line's simple statements, or a compound one
 LineSpan = tuple[int, int]  # its first and last line (1-based, inclusive)
 _LIBCST_DEFAULT_INDENT = "    "  # what libcst takes where no block is indented
+# The most of a file's bytes a slice holds: a larger one saves less than slicing costs (a small
+# file's rewrite is a few milliseconds whole).
+SLICE_AT_MOST = 0.5
 
 
 def sliced_applied(
@@ -62,7 +66,7 @@ def sliced_applied(
         return None
     groups = [s.body if isinstance(s, Line) else (s,) for s in statements]
     needed = _needed(groups, edited, imports=bool(plan.imports or plan.aliased))
-    piece = _Slice.parsed(data, script.source, groups, needed)
+    piece = _Slice.parsed(data, script.source, groups, needed, SLICE_AT_MOST)
     if piece is None:
         return None
     top = Block(script.module, "body", [], suite=False, body=[statements[i] for i in piece.kept])
@@ -211,12 +215,20 @@ class _Slice:
 
     @classmethod
     def parsed(
-        cls, data: bytes, source: str, groups: Sequence[Group], needed: set[int]
+        cls,
+        data: bytes,
+        source: str,
+        groups: Sequence[Group],
+        needed: set[int],
+        at_most: float = 1.0,
     ) -> _Slice | None:
         spans = [_lines(group) for group in groups]
+        starts = _line_starts(data)
+        bulk = [_region(run, spans, starts, len(data)) for run in _runs(sorted(needed))]
+        if sum(end - start for start, end in bulk) > len(data) * at_most:
+            return None
         indent = _first_indented(source, groups, spans)
         kept = sorted(needed | ({indent[0]} if indent is not None else set()))
-        starts = _line_starts(data)
         runs = _runs(kept)
         regions = [_region(run, spans, starts, len(data)) for run in runs]
         sliced = b"".join(data[start:end] for start, end in regions)
