@@ -40,7 +40,6 @@ def compared(monkeypatch: pytest.MonkeyPatch) -> Iterator[Compared]:
         return sliced
 
     monkeypatch.setattr(cstslices, "sliced_applied", both)
-    monkeypatch.setattr(cstslices, "SLICE_AT_MOST", 1.0)  # (a small file's too)
     yield found
 
 
@@ -227,22 +226,6 @@ def test_an_import_far_from_the_edit_goes_in_a_later_round(
     out = rewritten(source.encode(), "full-bf16", catalogue, precision_rules)
     assert out.startswith(b"import torch\n") and b"import os" not in out and b"if sys" not in out
     assert compared and all(sliced == whole for sliced, whole in compared)
-
-
-def test_a_small_file_is_parsed_whole(
-    monkeypatch: pytest.MonkeyPatch, catalogue: Catalogue, precision_rules: frozenset[str]
-) -> None:
-    sliced: list[object] = []
-    sliced_applied = cstslices.sliced_applied
-
-    def recorded(*args: object) -> object:
-        sliced.append(sliced_applied(*args))  # type: ignore[arg-type]
-        return sliced[-1]
-
-    monkeypatch.setattr(cstslices, "sliced_applied", recorded)
-    source = b'import os\nimport torch\nos.environ["XLA_USE_BF16"] = "1"\n' + LOOP.encode()
-    assert b"bfloat16" in rewritten(source, "full-bf16", catalogue, precision_rules)
-    assert sliced == [None]
 
 
 def python_cases() -> list[object]:

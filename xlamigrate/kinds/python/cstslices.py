@@ -17,9 +17,8 @@ bytes are the whole module's rewrite's:
 - the first statement holding an indented block (its indentation is libcst's default, which the
   code the edits write uses).
 
-None (the whole module is parsed then) where the slice would hold most of the file, a line break
-is not `\\n`, the file holds a form feed or opens with a BOM, libcst does not reproduce the slice
-or the trees do not pair.
+None (the whole module is parsed then) where a line break is not `\\n`, the file holds a form
+feed or opens with a BOM, libcst does not reproduce the slice or the trees do not pair.
 """
 
 from __future__ import annotations
@@ -37,6 +36,7 @@ import libcst as cst
 from xlamigrate.kinds.python.apply import UnpairedTree, applied
 from xlamigrate.kinds.python.astscopes import Scopes
 from xlamigrate.kinds.python.plan import Plan
+from xlamigrate.kinds.python.source import decoded
 from xlamigrate.kinds.python.training import COMPOUND, Block, Line, TrainingScript
 from xlamigrate.kinds.python.unusedimports import (
     dropped_in_rounds,
@@ -47,9 +47,6 @@ from xlamigrate.kinds.python.unusedimports import (
 Group = tuple[ast.stmt, ...]  # a top-level statement: a line's simple statements, or a compound one
 LineSpan = tuple[int, int]  # its first and last line (1-based, inclusive)
 _LIBCST_DEFAULT_INDENT = "    "  # what libcst takes where no block is indented
-# The most of a file's bytes a slice holds: a larger one saves less than slicing costs (a small
-# file's rewrite is a few milliseconds whole).
-SLICE_AT_MOST = 0.5
 
 
 def sliced_applied(
@@ -66,7 +63,7 @@ def sliced_applied(
         return None
     groups = [s.body if isinstance(s, Line) else (s,) for s in statements]
     needed = _needed(groups, edited, imports=bool(plan.imports or plan.aliased))
-    piece = _Slice.parsed(data, script.source, groups, needed, SLICE_AT_MOST)
+    piece = _Slice.parsed(data, script.source, groups, needed)
     if piece is None:
         return None
     top = Block(script.module, "body", [], suite=False, body=[statements[i] for i in piece.kept])
@@ -79,7 +76,8 @@ def sliced_applied(
         return None
     if not drop_unused:
         return rewritten, False
-    elsewhere = [span for i, span in enumerate(piece.spans) if i not in set(piece.kept)]
+    kept = set(piece.kept)
+    elsewhere = [span for i, span in enumerate(piece.spans) if i not in kept]
     sliced_spans = [piece.spans[i] for i in piece.kept]
     if not may_leave_unused(
         script.scopes, piece.module, module, sliced_spans, module.code_for_node, elsewhere
@@ -104,12 +102,12 @@ def _without(
     groups = _groups(rewritten.body)
     firsts = [group[0].lineno for group in groups]
     holding = {
-        bisect.bisect_right(firsts, node.lineno) - 1
-        for node in ast.walk(rewritten)
-        if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) in dropped
+        bisect.bisect_right(firsts, node.lineno) - 1  # type: ignore[attr-defined]
+        for node, _, _ in scopes.of(ast.Import, ast.ImportFrom)
+        if id(node) in dropped
     }
-    source = data.decode(_encoding(data))
-    piece = _Slice.parsed(data, source, groups, _needed(groups, holding, imports=False))
+    needed = _needed(groups, holding, imports=False)
+    piece = _Slice.parsed(data, decoded(data), groups, needed)
     if piece is None:
         return None
     held = ast.Module(body=[s for i in piece.kept for s in groups[i]], type_ignores=[])
@@ -117,11 +115,6 @@ def _without(
     if module is piece.module:
         return data
     return piece.spliced(module)
-
-
-def _encoding(data: bytes) -> str:
-    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    return encoding
 
 
 def _groups(body: Sequence[ast.stmt]) -> list[Group]:
@@ -215,18 +208,10 @@ class _Slice:
 
     @classmethod
     def parsed(
-        cls,
-        data: bytes,
-        source: str,
-        groups: Sequence[Group],
-        needed: set[int],
-        at_most: float = 1.0,
+        cls, data: bytes, source: str, groups: Sequence[Group], needed: set[int]
     ) -> _Slice | None:
         spans = [_lines(group) for group in groups]
         starts = _line_starts(data)
-        bulk = [_region(run, spans, starts, len(data)) for run in _runs(sorted(needed))]
-        if sum(end - start for start, end in bulk) > len(data) * at_most:
-            return None
         indent = _first_indented(source, groups, spans)
         kept = sorted(needed | ({indent[0]} if indent is not None else set()))
         runs = _runs(kept)

@@ -37,7 +37,7 @@ def parsed_python(data: bytes) -> tuple[str, ast.Module] | None:
     if b"\0" in data:
         return None
     try:
-        source = _decoded(data)
+        source = decoded(data)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escape sequences: the compiler's to say
             return source, ast.parse(data)
@@ -66,7 +66,7 @@ def parse_failure(path: str, data: bytes) -> FileError:
     return FileError(path, None, "could not parse: the file does not parse as Python")
 
 
-def _decoded(data: bytes) -> str:
+def decoded(data: bytes) -> str:
     """The file's text, decoded as Python decodes it (PEP 263 cookie, BOM), newlines kept."""
     encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     return data.decode(encoding)
