@@ -43,6 +43,13 @@ def compared(monkeypatch: pytest.MonkeyPatch) -> Iterator[Compared]:
     yield found
 
 
+def assert_sliced_alike(compared: Compared) -> None:
+    """The rewrite sliced, and wrote the whole module's bytes each time."""
+    assert compared, "the rewrite parsed the whole module"
+    for sliced, whole in compared:
+        assert sliced == whole
+
+
 def filler(start: int, count: int) -> str:
     return "".join(
         f"def helper_{i}(x):\n    if x:\n        return x + {i}\n    return {i}\n\n\n"
@@ -128,9 +135,7 @@ def test_a_sliced_rewrite_writes_the_whole_modules_bytes(
     precision_rules: frozenset[str],
 ) -> None:
     rewritten(SHAPES[shape].encode(), mode, catalogue, precision_rules)
-    assert compared, "the rewrite parsed the whole module"
-    for sliced, whole in compared:
-        assert sliced == whole
+    assert_sliced_alike(compared)
 
 
 def test_an_encoding_cookie_is_kept_with_the_first_statement(
@@ -141,7 +146,7 @@ def test_an_encoding_cookie_is_kept_with_the_first_statement(
         'os.environ["XLA_USE_BF16"] = "1"\n' + filler(0, 20) + LOOP
     ).encode("latin-1")
     out = rewritten(source, "full-bf16", catalogue, precision_rules)
-    assert compared and all(sliced == whole for sliced, whole in compared)
+    assert_sliced_alike(compared)
     assert "GREETING = 'h\xe9'".encode("latin-1") in out
 
 
@@ -214,9 +219,7 @@ def test_imports_left_unused_go_as_the_whole_modules_rewrite_drops_them(
     shape: str, mode: str, compared: Compared, catalogue: Catalogue
 ) -> None:
     rewritten(UNUSED_SHAPES[shape].encode(), mode, catalogue, catalogue.select((), ()))
-    assert compared, "the rewrite parsed the whole module"
-    for sliced, whole in compared:
-        assert sliced == whole
+    assert_sliced_alike(compared)
 
 
 def test_an_import_far_from_the_edit_goes_in_a_later_round(
@@ -225,7 +228,7 @@ def test_an_import_far_from_the_edit_goes_in_a_later_round(
     source = UNUSED_SHAPES["an if that goes with its import, and the import its test read"]
     out = rewritten(source.encode(), "full-bf16", catalogue, precision_rules)
     assert out.startswith(b"import torch\n") and b"import os" not in out and b"if sys" not in out
-    assert compared and all(sliced == whole for sliced, whole in compared)
+    assert_sliced_alike(compared)
 
 
 def python_cases() -> list[object]:
