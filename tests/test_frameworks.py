@@ -244,6 +244,44 @@ def test_the_prefilter_parses_a_framework_script_that_names_no_flag(catalogue: C
     assert not without.may_have_findings("python", script)
 
 
+def test_a_script_whose_option_cannot_act_in_its_project_is_not_parsed(tmp_path: Path) -> None:
+    """The prefilter passed it for the option alone; with the project's pins known, the option
+    cannot act (no platform pinned nor imported): as a file naming nothing, it is not parsed,
+    its syntax error unreported, while the project does not pin torch-xla (the cache knows)."""
+    pyproject = tmp_path / "pyproject.toml"
+    (tmp_path / "train.py").write_text(
+        'from accelerate import Accelerator\nAccelerator(mixed_precision="bf16")\ndef broken(:\n'
+    )
+    error = ["train.py:3:12: XM901 could not parse: invalid syntax"]
+    for dependencies, code, said in [
+        ('"accelerate"', 0, []),
+        ('"accelerate", "torch-xla"', 1, error),
+        ('"accelerate"', 0, []),
+    ]:
+        pyproject.write_text(f'[project]\nname = "p"\ndependencies = [{dependencies}]\n')
+        result = run_cli("scan", "--output-format", "concise", ".", cwd=tmp_path)
+        assert (result.returncode, result.stdout.splitlines()) == (code, said), result.stderr
+        result = run_cli("rewrite", "--mode", "full-bf16", "--diff", ".", cwd=tmp_path)
+        assert (result.returncode, result.stdout) == (code, "")
+        assert (error[0] in result.stderr) is bool(said), result.stderr
+
+
+def test_a_launched_script_whose_option_cannot_act_still_gets_its_recipe(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "p"\ndependencies = ["accelerate"]\n'
+    )
+    (tmp_path / "run.sh").write_text("#!/bin/bash\nXLA_USE_BF16=1 python train.py\n")
+    (tmp_path / "train.py").write_text(
+        "import torch\nfrom accelerate import Accelerator\n\n"
+        'accelerator = Accelerator(mixed_precision="bf16")\n'
+        "model = torch.nn.Linear(4, 2)\noptimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+    )
+    result = run_cli("rewrite", "--mode", "full-bf16", "--diff", ".", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert "+model.to(torch.bfloat16)" in result.stdout.splitlines()
+    assert "-XLA_USE_BF16=1 python train.py" in result.stdout.splitlines()
+
+
 def test_launch_apis_name_the_script_the_process_runs(catalogue: Catalogue) -> None:
     source = (
         b"from sagemaker.train import ModelTrainer\n"

@@ -1211,7 +1211,7 @@ class _Workers:
 _INHERITED: list[tuple[str, str, bytes]] = []
 # A tree's bytes worth prefiltering in the pool (the prefilter reads some 150 MB/s a core).
 _PREFILTER_POOL_BYTES = 8 << 20
-_PREFILTERS: dict[frozenset[str], Prefilter] = {}  # a worker's, by the rules enabled
+_PREFILTERS: dict[frozenset[str], Prefilter] = {}  # a process's, by the rules enabled
 
 
 def _display(job: _Job) -> str:
@@ -1240,14 +1240,19 @@ def _prefiltered(
 ) -> tuple[bool, Analysed | None, bool]:
     """In a worker: a file's prefilter verdict and, a flagged launcher where `analyse`, its
     analysis (and whether one was made)."""
-    prefilter = _PREFILTERS.get(enabled)
-    if prefilter is None:
-        prefilter = _PREFILTERS[enabled] = Prefilter(catalogue, enabled)
-    if not prefilter.may_have_findings(kind, data):
+    if not _prefilter(catalogue, enabled).may_have_findings(kind, data):
         return False, None, False
     if not (analyse and kinds.analyses_launches(kind)):
         return True, None, False
     return True, _analyse_job(_Job(display, data, kind), catalogue), True
+
+
+def _prefilter(catalogue: Catalogue, enabled: frozenset[str]) -> Prefilter:
+    """The process's prefilter for the rules enabled (made once)."""
+    prefilter = _PREFILTERS.get(enabled)
+    if prefilter is None:
+        prefilter = _PREFILTERS[enabled] = Prefilter(catalogue, enabled)
+    return prefilter
 
 
 def _slices(sizes: list[int], count: int) -> list[tuple[int, int]]:
@@ -1354,6 +1359,8 @@ def _collector_paused() -> Iterator[None]:
 
 def _scan_job(job: _Job, catalogue: Catalogue, enabled: frozenset[str]) -> FileResult:
     try:
+        if not _may_find_here(job, catalogue, enabled):
+            return FileResult(job.display)
         if kinds.analyses_launches(job.kind):  # the project's word on its enabling writes
             launcher = kinds.load_launcher(job.kind)
             with _collector_paused():
@@ -1362,6 +1369,21 @@ def _scan_job(job: _Job, catalogue: Catalogue, enabled: frozenset[str]) -> FileR
         return scan_source(job.display, job.data, job.kind, catalogue, enabled, job.context)
     except Exception as crash:  # one bad file must not end the run: report it and go on
         return FileResult(job.display, errors=(_crash(job, crash),))
+
+
+def _may_find_here(job: _Job, catalogue: Catalogue, enabled: frozenset[str]) -> bool:
+    """Whether a flagged script may have a finding in its project: where the prefilter may have
+    passed it for a framework option, it is asked again with the releases the project pins for
+    it (its context's), in which the option may not act (not on XLA, say): such a file, with
+    nothing else to find, is neither scanned nor rewritten (most of a framework's own examples
+    and tests), unless it is to get a recipe."""
+    if job.kind not in _SCRIPT_KINDS:
+        return True
+    escaped = job.kind == "notebook"
+    if not framework_table().may_be_used(job.data, escaped):
+        return True  # (its verdict was not the option's: it stands)
+    pinned = dict(job.context.frameworks)
+    return _prefilter(catalogue, enabled).may_have_findings(job.kind, job.data, pinned)
 
 
 # A scan made ahead of the project's decisions, with the context it was made in.
@@ -1390,8 +1412,11 @@ def _rewrite_job(
     job: _Job, catalogue: Catalogue, enabled: frozenset[str], request: RewriteRequest
 ) -> RewriteOutcome:
     try:
+        context = job.context
+        if context.reads_against is None and not _may_find_here(job, catalogue, enabled):
+            return RewriteOutcome(job.display, job.data, None)  # (no recipe to put in it)
         return rewrite_source(
-            job.display, job.data, job.kind, catalogue, enabled, request, context=job.context
+            job.display, job.data, job.kind, catalogue, enabled, request, context=context
         )
     except Exception as crash:
         return RewriteOutcome(job.display, job.data, None, errors=(_crash(job, crash),))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -116,22 +116,66 @@ class FrameworkTable:
         passed by position. A few substring tests first: most files hold no root at all.
         `escaped`: the bytes are a JSON document's (a notebook's), where a name may follow an
         escape (`\\nTrainer`): the names are only looked for, as substrings."""
+        return self._may(data, escaped, None)
+
+    def may_act(self, data: bytes, pinned: Mapping[str, Releases], escaped: bool = False) -> bool:
+        """`may_be_used`, knowing what the project pins for the file (FileContext.frameworks):
+        a knob may act only where a release it acts in is allowed, and on XLA, as the analysis
+        asks it (kinds/python/frameworks.py `_acts`): a platform package pinned or a platform
+        module's root a word of the file (`xla = "file"`), one of the call's device keywords
+        passed (`"keywords"`). Each test passes more than the analysis, never less."""
+        return self._may(data, escaped, pinned)
+
+    def _may(self, data: bytes, escaped: bool, pinned: Mapping[str, Releases] | None) -> bool:
         if not any(root in data for root in self._roots):
             return False
-        if escaped:
+        if escaped and pinned is None:
             return any(name in data for name in self._call_names)
         seen: dict[bytes, bool] = {}  # (the knobs share their calls and roots)
 
         def word(name: bytes) -> bool:
             if name not in seen:
-                seen[name] = has_word(data, name)
+                seen[name] = name in data if escaped else has_word(data, name)
             return seen[name]
 
+        def keyword(name: bytes) -> bool:
+            return name in data if escaped else has_keyword_argument(data, name)
+
         return any(
-            (gate.option is None or has_keyword_argument(data, gate.option))
+            (gate.option is None or escaped or keyword(gate.option))
             and any(word(root) for root in gate.roots)
             and any(word(name) for name in gate.calls)
+            and (pinned is None or self._may_act_here(gate.knob, pinned, word, keyword))
             for gate in self._gates
+        )
+
+    def _may_act_here(
+        self,
+        knob: Knob,
+        pinned: Mapping[str, Releases],
+        word: Callable[[bytes], bool],
+        keyword: Callable[[bytes], bool],
+    ) -> bool:
+        allowed = [pinned[p] for p in self.frameworks[knob.framework].packages if p in pinned]
+        if allowed and not any(r.overlaps(knob.first, knob.stops) for r in allowed):
+            return False
+        if knob.xla == "file":
+            return any(p in pinned for p in self._platform_pins) or any(
+                word(root) for root in self._platform_roots
+            )
+        if knob.xla == "keywords":
+            return any(keyword(name.encode("ascii")) for name, _ in knob.device)
+        return True
+
+    @functools.cached_property
+    def _platform_pins(self) -> frozenset[str]:
+        return frozenset(p for platform in self.platforms.values() for p in platform.pins)
+
+    @functools.cached_property
+    def _platform_roots(self) -> tuple[bytes, ...]:
+        """The first names of the platforms' modules (a file importing one spells it)."""
+        return tuple(
+            sorted({_root(m) for platform in self.platforms.values() for m in platform.imports})
         )
 
     @functools.cached_property
@@ -151,6 +195,7 @@ class FrameworkTable:
                 tuple(sorted({_last(name) for name in knob.calls})),
                 tuple(sorted({_root(name) for name in _imported_from(knob)})),
                 knob.option.encode("ascii") if knob.option and knob.position is None else None,
+                knob,
             )
             for knob in self.knobs
         )
@@ -163,6 +208,7 @@ class _KnobGate:
     calls: tuple[bytes, ...]  # one of its calls' last names
     roots: tuple[bytes, ...]  # the package a call (or what it requires) is imported from
     option: bytes | None  # its option as a keyword argument, where only a keyword passes it
+    knob: Knob
 
 
 def _imported_from(knob: Knob) -> Iterable[str]:

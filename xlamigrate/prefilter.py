@@ -2,11 +2,14 @@
 trigger, no torch-xla runtime variable and (in Python) no torch-xla API of the table (every
 part of its dotted name) and no framework option that sets a flag (the framework's package, a
 call taking the option, the option passed) cannot have a finding, so it is never parsed. Names
-are whole words (textwords.py): `xla_device_hw` is no use of `xla_device`."""
+are whole words (textwords.py): `xla_device_hw` is no use of `xla_device`. A file the walk
+passed for a framework option alone is asked again once the project's pins for it are known
+(engine.py, before its scan): an option that cannot act there (not on XLA, or in no release the
+pins allow) does not get it parsed either."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from xlamigrate import kinds
 from xlamigrate.apitable import ApiTable, api_table
@@ -14,6 +17,7 @@ from xlamigrate.catalogue import Catalogue
 from xlamigrate.frameworktable import (
     FRAMEWORK_OPTION_SETS_LEGACY_FLAG,
     FrameworkTable,
+    Releases,
     framework_table,
 )
 from xlamigrate.kinds.unreadtable import UNREAD_KINDS
@@ -40,7 +44,11 @@ class Prefilter:
             framework_table() if FRAMEWORK_OPTION_SETS_LEGACY_FLAG in enabled else None
         )
 
-    def may_have_findings(self, kind: str, data: bytes) -> bool:
+    def may_have_findings(
+        self, kind: str, data: bytes, pinned: Mapping[str, Releases] | None = None
+    ) -> bool:
+        """`pinned`: the framework releases the project pins for the file, where known (its
+        context's): a framework option may then pass the file only where it may act there."""
         # (a file xlamigrate does not read reports legacy flags alone)
         names = self.flag_names if kind in _UNREAD else self._named_or_variables
         if names.found_in(data):
@@ -51,7 +59,12 @@ class Prefilter:
         if kind not in _API_KINDS:
             return False
         escaped = kind == "notebook"  # (JSON: a name may follow an escape's letter)
-        if self.frameworks is not None and self.frameworks.may_be_used(data, escaped):
+        frameworks = self.frameworks
+        if frameworks is not None and (
+            frameworks.may_be_used(data, escaped)
+            if pinned is None
+            else frameworks.may_act(data, pinned, escaped)
+        ):
             return True
         return (
             self.apis is not None and b"torch_xla" in data and self.apis.may_be_used(data, escaped)
