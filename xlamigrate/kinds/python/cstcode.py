@@ -21,13 +21,14 @@ class ModuleCode:
         if not body:
             return module.code
         parts = [module.code_for_node(line) for line in module.header]
-        parts += [self._statement(module, statement) for statement in body[:-1]]
+        parts += [self.statement(module, statement) for statement in body[:-1]]
         # The last statement with the footer, as the module ends them (its final newline
         # dropped where the file has none).
         parts.append(module.with_changes(header=(), body=body[-1:]).code)
         return "".join(parts)
 
-    def _statement(self, module: cst.Module, statement: cst.BaseStatement) -> str:
+    def statement(self, module: cst.Module, statement: cst.BaseStatement) -> str:
+        """`module.code_for_node(statement)`, made once for the statement object."""
         made = self._made.get(id(statement))
         if (
             made is not None
@@ -51,7 +52,7 @@ class ModuleCode:
             code = (
                 module.with_changes(header=(), body=body[-1:]).code
                 if last
-                else self._statement(module, statement)
+                else self.statement(module, statement)
             )
             count = max(1, code.count("\n") + (not code.endswith("\n")))
             spans.append((line, line + count - 1))

@@ -30,11 +30,13 @@ import io
 import tokenize
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import libcst as cst
 
 from xlamigrate.kinds.python.apply import UnpairedTree, applied
 from xlamigrate.kinds.python.astscopes import Scopes
+from xlamigrate.kinds.python.cstcode import ModuleCode
 from xlamigrate.kinds.python.plan import Plan
 from xlamigrate.kinds.python.source import decoded
 from xlamigrate.kinds.python.training import COMPOUND, Block, Line, TrainingScript
@@ -79,9 +81,8 @@ def sliced_applied(
     kept = set(piece.kept)
     elsewhere = [span for i, span in enumerate(piece.spans) if i not in kept]
     sliced_spans = [piece.spans[i] for i in piece.kept]
-    if not may_leave_unused(
-        script.scopes, piece.module, module, sliced_spans, module.code_for_node, elsewhere
-    ):
+    code_for = partial(piece.made.statement, module)  # (the code the splice made)
+    if not may_leave_unused(script.scopes, piece.module, module, sliced_spans, code_for, elsewhere):
         return rewritten, False
     return _unused_dropped(rewritten, script.scopes)
 
@@ -205,6 +206,7 @@ class _Slice:
     regions: list[tuple[int, int]]
     firsts: list[int]  # where each run starts in the module's body
     module: cst.Module
+    made: ModuleCode  # (each statement's code made once: a module edited keeps most of them)
 
     @classmethod
     def parsed(
@@ -222,14 +224,15 @@ class _Slice:
         except Exception:  # (libcst's own failure: the whole module's path says it)
             return None
         default_indent = indent[1] if indent is not None else _LIBCST_DEFAULT_INDENT
+        made = ModuleCode()
         if (
             len(module.body) != len(kept)
             or module.default_indent != default_indent
-            or module.bytes != sliced
+            or made.code(module).encode(module.encoding) != sliced
         ):
             return None
         firsts = [kept.index(first) for first, _ in runs]
-        return cls(data, spans, kept, regions, firsts, module)
+        return cls(data, spans, kept, regions, firsts, module, made)
 
     def spliced(self, edited: cst.Module) -> bytes | None:
         """The file's bytes with each run's text replaced by its code in `edited` (this
@@ -257,7 +260,7 @@ class _Slice:
             bounds.append(found)
         if not body:
             return [edited.code] if len(self.firsts) == 1 else None
-        parts = [edited.code_for_node(statement) for statement in body[:-1]]
+        parts = [self.made.statement(edited, statement) for statement in body[:-1]]
         parts.append(edited.with_changes(header=(), body=body[-1:]).code)
         parts[0] = "".join(edited.code_for_node(line) for line in edited.header) + parts[0]
         bounds.append(len(body))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import re
+from functools import partial
 
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.findings import LEGACY_FLAG_STAYS_WITH_AUTOCAST, WRITE_NOT_REMOVABLE
@@ -281,7 +282,7 @@ def whole_module_applied(
     try:
         edited, code = applied(script, parsed, plan), None
         if drop_unused and may_leave_unused(
-            script.scopes, parsed, edited, made.lines(parsed), edited.code_for_node
+            script.scopes, parsed, edited, made.lines(parsed), partial(made.statement, edited)
         ):  # (its code, where it made and parsed it: a large file's is slow)
             edited, code = unused_imports_dropped(script.scopes, edited, made.code)
         rewritten = (code if code is not None else made.code(edited)).encode(edited.encoding)
