@@ -1374,9 +1374,10 @@ def _scan_job(job: _Job, catalogue: Catalogue, enabled: frozenset[str]) -> FileR
 def _may_find_here(job: _Job, catalogue: Catalogue, enabled: frozenset[str]) -> bool:
     """Whether a flagged script may have a finding in its project: where the prefilter may have
     passed it for a framework option, it is asked again with the releases the project pins for
-    it (its context's), in which the option may not act (not on XLA, say): such a file, with
-    nothing else to find, is neither scanned nor rewritten (most of a framework's own examples
-    and tests), unless it is to get a recipe."""
+    it (its context's), in which the option may not act (not on XLA, say). Such a file, with
+    nothing else to find (most of a framework's own examples and tests), is not parsed: its
+    scan finds nothing, and its rewrite changes nothing unless it is to get a recipe (which
+    `_rewrite_job` asks first)."""
     if job.kind not in _SCRIPT_KINDS:
         return True
     escaped = job.kind == "notebook"
