@@ -129,13 +129,13 @@ def clean_tree(root: Path, files: int = 20) -> None:
 
 def reads_recorder(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     read: list[str] = []
-    real = engine._read
+    real = engine.read_file
 
     def recording(source: SourceFile) -> bytes | FileError:
         read.append(source.display)
         return real(source)
 
-    monkeypatch.setattr(engine, "_read", recording)
+    monkeypatch.setattr(engine, "read_file", recording)
     return read
 
 

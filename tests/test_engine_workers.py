@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import FIXTURES
-from xlamigrate import engine
+from xlamigrate import engine, jobs, workers
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.config import load_settings
 
@@ -26,7 +26,7 @@ def big_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     hundred bytes: every phase (launchers, launched scripts, the scan) has enough for one."""
     for index in range(4):
         shutil.copytree(PROJECT, tmp_path / f"copy{index}")
-    monkeypatch.setattr(engine, "_POOL_MIN_BYTES", 256)
+    monkeypatch.setattr(workers, "POOL_MIN_BYTES", 256)
     return tmp_path
 
 
@@ -62,17 +62,17 @@ def test_the_workers_prefilter_a_large_tree_and_analyse_its_launchers(
     analysed again, and the report is the one process's, with the run cache too."""
     for index in range(40):  # (files that name nothing: decided, never flagged)
         (big_project / f"plain{index}.py").write_text(f"print({index})\n" * 50)
-    monkeypatch.setattr(engine, "_PREFILTER_POOL_BYTES", 1024)
+    monkeypatch.setattr(workers, "_PREFILTER_POOL_BYTES", 1024)
     analysed: list[str] = []
-    real = engine._Workers.run
+    real = workers.Workers.run
 
-    def run(self: engine._Workers, work: list[Any], task: Any, *args: Any, **kwargs: Any) -> Any:
-        if getattr(task, "func", None) is engine._analyse_job:
+    def run(self: workers.Workers, work: list[Any], task: Any, *args: Any, **kwargs: Any) -> Any:
+        if getattr(task, "func", None) is jobs.analyse_job:
             known = kwargs.get("known") or {}
             analysed.extend(job.display for job in work if job.display not in known)
         return real(self, work, task, *args, **kwargs)
 
-    monkeypatch.setattr(engine._Workers, "run", run)
+    monkeypatch.setattr(workers.Workers, "run", run)
     monkeypatch.chdir(big_project)
     settings = load_settings([Path(".")], catalogue)
     alone = engine.scan_paths([Path(".")], settings, catalogue, jobs=1)
@@ -89,24 +89,24 @@ def test_the_workers_prefilter_a_large_tree_and_analyse_its_launchers(
 
 
 def test_slices_cut_the_bytes_evenly() -> None:
-    assert engine._slices([10, 10, 10, 10], 2) == [(0, 2), (2, 4)]
-    assert engine._slices([100, 1, 1, 1], 4) == [(0, 1), (1, 4)]
-    assert engine._slices([], 4) == []
-    assert engine._slices([0, 0], 2) == [(0, 2)]  # (no bytes: one run)
+    assert workers._slices([10, 10, 10, 10], 2) == [(0, 2), (2, 4)]
+    assert workers._slices([100, 1, 1, 1], 4) == [(0, 1), (1, 4)]
+    assert workers._slices([], 4) == []
+    assert workers._slices([0, 0], 2) == [(0, 2)]  # (no bytes: one run)
 
 
 def _prefetched_scan(
     tree: Path, catalogue: Catalogue, jobs: int, after: int
-) -> tuple[Any, engine.Prefetch | None]:
+) -> tuple[Any, workers.Prefetch | None]:
     """A scan of the tree's root as the CLI runs it: its walk handing each file it finds to a
     Prefetch (which starts its workers once the walk has found `after` files)."""
     from xlamigrate.selection import named_files
 
     settings = load_settings([Path(".")], catalogue)
     with pytest.MonkeyPatch.context() as patched:
-        patched.setattr(engine, "_PREFETCH_AFTER_FILES", after)
-        patched.setattr(engine, "_PREFETCH_BATCH", 5)
-        with engine.prefetching(catalogue, settings, False, jobs) as prefetch:
+        patched.setattr(workers, "_PREFETCH_AFTER_FILES", after)
+        patched.setattr(workers, "_PREFETCH_BATCH", 5)
+        with workers.prefetching(catalogue, settings, False, jobs) as prefetch:
             assert prefetch is not None
             discovery = named_files([Path(".")], settings, False, prefetch.found)
             report = engine.scan_paths(
@@ -130,22 +130,22 @@ def test_the_workers_read_a_large_trees_files_as_its_walk_finds_them(
     settings = load_settings([Path(".")], catalogue)
     alone = engine.scan_paths([Path(".")], settings, catalogue, jobs=1)
     read_here: list[str] = []
-    real_read = engine._read
+    real_read = engine.read_file
 
     def reading(source: Any) -> Any:
         read_here.append(source.display)
         return real_read(source)
 
-    monkeypatch.setattr(engine, "_read", reading)  # (the parent's; the workers have theirs)
+    monkeypatch.setattr(engine, "read_file", reading)  # (the parent's; the workers have theirs)
     made: list[Any] = []
-    real_results = engine.Prefetch.results
+    real_results = workers.Prefetch.results
 
-    def results(self: engine.Prefetch) -> Any:
+    def results(self: workers.Prefetch) -> Any:
         found = real_results(self)
         made.append(found)
         return found
 
-    monkeypatch.setattr(engine.Prefetch, "results", results)
+    monkeypatch.setattr(workers.Prefetch, "results", results)
     pooled, _ = _prefetched_scan(big_project, catalogue, jobs=2, after=10)
     assert made[0] is not None and len(made[0]) == alone.files_scanned
     assert not [d for d in read_here if d.endswith(".sh")]  # (the launchers: read there)
@@ -176,7 +176,7 @@ def test_a_run_that_keeps_a_cache_prefetches_nothing(
     (big_project / "pyproject.toml").write_text("[project]\nname = 'p'\n")
     monkeypatch.chdir(big_project)
     settings = load_settings([Path(".")], catalogue)
-    with engine.prefetching(catalogue, settings, True, 2) as prefetch:
+    with workers.prefetching(catalogue, settings, True, 2) as prefetch:
         assert prefetch is None
 
 
@@ -202,10 +202,10 @@ def test_the_files_found_before_the_workers_start_go_in_batches(
             sizes.append(len(args[0]))
             return concurrent.futures.Future()
 
-    monkeypatch.setattr(engine, "_PREFETCH_AFTER_FILES", 10)
-    monkeypatch.setattr(engine, "_PREFETCH_BATCH", 4)
-    monkeypatch.setattr(engine._Workers, "_started", lambda self: Recording())
-    prefetch = engine.Prefetch(catalogue, load_settings([tmp_path], catalogue), 2)
+    monkeypatch.setattr(workers, "_PREFETCH_AFTER_FILES", 10)
+    monkeypatch.setattr(workers, "_PREFETCH_BATCH", 4)
+    monkeypatch.setattr(workers.Workers, "_started", lambda self: Recording())
+    prefetch = workers.Prefetch(catalogue, load_settings([tmp_path], catalogue), 2)
     for index in range(17):
         prefetch.found(SourceFile(f"/x/{index}.py", f"{index}.py", "python"))
     assert sizes == [4, 4, 2, 4]  # (the first ten in batches; then one each four found)

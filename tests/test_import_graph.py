@@ -148,10 +148,10 @@ STAGES: dict[str, tuple[str, ...]] = {
         "kinds.python.unusedimports", "writer",
     ),
     "drive": (
-        "", "__main__", "cli", "decidedcache", "engine", "kinds.dockerfile", "kinds.dotenv",
+        "", "__main__", "cli", "decidedcache", "engine", "jobs", "kinds.dockerfile", "kinds.dotenv",
         "kinds.ini", "kinds.makefile", "kinds.notebook", "kinds.notebook.cells",
         "kinds.notebook.shell", "kinds.python.kind", "kinds.python.rewrite", "kinds.python.scan",
-        "kinds.shell", "kinds.textkind", "kinds.unread", "kinds.yaml", "verify",
+        "kinds.shell", "kinds.textkind", "kinds.unread", "kinds.yaml", "verify", "workers",
     ),
 }  # fmt: skip
 ORDER = ("base", "analyse", "plan", "report", "apply", "drive")

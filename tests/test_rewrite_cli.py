@@ -21,10 +21,10 @@ from tests import snapshots
 from tests.conftest import FIXTURES, PRECISION_IGNORE
 from tests.test_cli import FINDING_LINE, run_cli, write_files
 from xlamigrate.catalogue import Catalogue
-from xlamigrate.engine import _POOL_MIN_BYTES
 from xlamigrate.kinds.python.scan import scan_python
 from xlamigrate.report.json_format import finding_json
 from xlamigrate.request import FileTask
+from xlamigrate.workers import POOL_MIN_BYTES
 
 MODES = ("full-bf16", "fp32-copy", "autocast")
 MLP = "flag_at_top_float_mlp"  # one safe fix; the recipe inserts an import and two lines
@@ -792,7 +792,7 @@ def test_a_mixed_folder_gives_the_same_result_with_jobs_1_and_jobs_2(tmp_path: P
         for folder in COPIES
     }
     # enough to parse for the engine to start a pool
-    assert sum(len(data) for data in files.values()) >= _POOL_MIN_BYTES
+    assert sum(len(data) for data in files.values()) >= POOL_MIN_BYTES
     files.update(untouched)
     serial, parallel = tmp_path / "serial", tmp_path / "parallel"
     write_files(serial, files)

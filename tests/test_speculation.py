@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from xlamigrate import engine
+from xlamigrate import engine, workers
 from xlamigrate.catalogue import load_catalogue
 from xlamigrate.config import load_settings
 from xlamigrate.results import FileResult
@@ -118,13 +118,13 @@ def test_a_large_trees_scan_finds_the_same_with_and_without_it(
         )
     (tmp_path / "data.py").write_text("# " + "x" * (9 << 20) + "\n")  # (past 8 MB)
     ahead: list[str] = []
-    speculate = engine._Workers.speculate
+    speculate = workers.Workers.speculate
 
-    def speculating(self: engine._Workers, jobs: list[Any], task: Any) -> None:
+    def speculating(self: workers.Workers, jobs: list[Any], task: Any) -> None:
         ahead.extend(job.display for job in jobs)
         speculate(self, jobs, task)
 
-    def speculating_wrongly(self: engine._Workers, jobs: list[Any], task: Any) -> None:
+    def speculating_wrongly(self: workers.Workers, jobs: list[Any], task: Any) -> None:
         speculate(self, jobs, partial(_nothing_found, scan=task))
 
     monkeypatch.chdir(tmp_path)
@@ -136,10 +136,10 @@ def test_a_large_trees_scan_finds_the_same_with_and_without_it(
         return sorted((f.path, f.code, f.span.line, f.message) for f in report.findings)
 
     with monkeypatch.context() as patched:
-        patched.setattr(engine._Workers, "speculate", lambda self, jobs, task: None)
+        patched.setattr(workers.Workers, "speculate", lambda self, jobs, task: None)
         without = found()
     assert {path for path, *_ in without} >= {"api_3.py", "train.py", "helpers.py", "run.sh"}
-    monkeypatch.setattr(engine._Workers, "speculate", speculating)
+    monkeypatch.setattr(workers.Workers, "speculate", speculating)
     assert found() == without
     assert "api_0.py" in ahead and "train.py" in ahead and "helpers.py" not in ahead
     # The early results are taken where the project decided nothing for the file, and only
@@ -152,7 +152,7 @@ def test_a_large_trees_scan_finds_the_same_with_and_without_it(
         taken.extend(done)
         return done
 
-    monkeypatch.setattr(engine._Workers, "speculate", speculating_wrongly)
+    monkeypatch.setattr(workers.Workers, "speculate", speculating_wrongly)
     monkeypatch.setattr(Speculation, "taken", taking)
     wrong = found()
     assert "train.py" in taken  # (the largest, started first: those running are waited for)

@@ -1,4 +1,8 @@
-"""scan_paths(), rewrite_paths(): discovery, a byte prefilter, a process pool, ordering.
+"""scan_paths(), rewrite_paths(): a run over the named paths as part of their project:
+discovery, the byte prefilter, the project decided (its launchers read, the scripts they start
+planned), then each selected file's scan or rewrite in its context, in this process or the
+run's pool (workers.py; one file's work: jobs.py). scan_source() and rewrite_source(): one
+file's bytes, alone.
 
 Callable from Python without the CLI. Heavy modules (libcst) are imported only once some file
 passes the prefilter, so a scan of files that never mention a flag never loads the parser.
@@ -7,10 +11,6 @@ passes the prefilter, so a scan of files that never mention a flag never loads t
 from __future__ import annotations
 
 import contextlib
-import gc
-import os
-import sys
-import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -18,15 +18,25 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict, TypeVar, Unpack, cast
 
 from xlamigrate import decidedcache, kinds
-from xlamigrate.apitable import Version
-from xlamigrate.cache import MISS, RunCache, is_project_root, open_for_run
+from xlamigrate.cache import RunCache, open_for_run
 from xlamigrate.catalogue import Catalogue
 from xlamigrate.config import Settings
 from xlamigrate.discover import Discovery, SourceFile
-from xlamigrate.fileread import regular_file_bytes
 from xlamigrate.findings import worded_outcome, worded_report
-from xlamigrate.flagvalue import RECIPE_FLAGS
-from xlamigrate.frameworktable import framework_table
+from xlamigrate.jobs import (
+    SCRIPT_KINDS,
+    STANDALONE_PROJECT,
+    Job,
+    analyse_job,
+    asks_precision,
+    pinned_context,
+    read_file,
+    rewrite_job,
+    scan_ahead,
+    scan_job,
+)
+from xlamigrate.jobs import rewrite_source as rewrite_source  # (the API: one file, alone)
+from xlamigrate.jobs import scan_source as scan_source
 from xlamigrate.kinds.textaccess import TextAnalysis
 from xlamigrate.prefilter import Prefilter
 from xlamigrate.progress import SILENT, Progress
@@ -34,7 +44,7 @@ from xlamigrate.project.launchers import launches_with_flag
 from xlamigrate.project.model import Analysed, Project
 from xlamigrate.project.pins import Pins
 from xlamigrate.project.units import split_units, together, units
-from xlamigrate.request import DEFAULT_MODE, STANDALONE, FileContext, FileTask, RewriteRequest
+from xlamigrate.request import DEFAULT_MODE, FileContext, RewriteRequest
 from xlamigrate.results import (
     FileError,
     FileResult,
@@ -45,41 +55,18 @@ from xlamigrate.results import (
     ScanReport,
 )
 from xlamigrate.selection import Selection, select
+from xlamigrate.workers import Prefetch, Prefetched, Workers
 
 if TYPE_CHECKING:
-    from concurrent.futures import Future, ProcessPoolExecutor
-
     from xlamigrate.project.build import ProjectBuilder
-    from xlamigrate.speculation import Speculation
 
-# A file of the project the project decided nothing about: its enabling writes start no
-# script of the project it could follow.
-STANDALONE_PROJECT = FileContext()
 
-_PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent exits
-_PARENT_POLL_SECONDS = 0.5
-
-# A pool's start-up (~50-90 ms: fork, imports first used in each worker, pickling) pays off
-# once the files to parse hold this many bytes: Python is analysed (and planned) at some
-# 0.5-2 MB/s per core on `ast`, shell and YAML launchers at some 1-2 MB/s.
-_POOL_MIN_BYTES = 64 * 1024
 _KEPT_BYTES = 256 << 20  # the tree's bytes kept from the first read, for the project (MiB: 256)
-_Result = TypeVar("_Result")
 _T = TypeVar("_T")
-_SCRIPT_KINDS = ("python", "notebook")  # planned before the launchers (they may get a recipe)
 
 
 # The kinds of files that may build an image a launcher names (`docker build -t NAME`).
 _IMAGE_BUILDERS = frozenset({"shell", "makefile", "yaml"})
-
-
-@dataclass(frozen=True)
-class _Job:
-    display: str
-    data: bytes
-    kind: str = "python"
-    context: FileContext = STANDALONE
-    analysis: TextAnalysis | None = None  # a launcher's, made for the project already
 
 
 class RunOptions(TypedDict, total=False):
@@ -118,7 +105,7 @@ class _Run:
         settings: Settings,
         catalogue: Catalogue,
         run: RunOptions,
-        workers: _Workers,
+        workers: Workers,
     ) -> _Run:
         use_cache = run.get("use_cache", False)
         selection = run.get("selection") or select(
@@ -140,10 +127,10 @@ class _Run:
 @contextlib.contextmanager
 def _started(
     paths: Sequence[Path], settings: Settings, catalogue: Catalogue, run: RunOptions
-) -> Iterator[tuple[_Run, _Workers]]:
+) -> Iterator[tuple[_Run, Workers]]:
     """The run started (its files read) and its workers, shut down when it is done."""
     prefetch = run.get("prefetch")
-    with prefetch.workers if prefetch is not None else _Workers(run.get("jobs")) as workers:
+    with prefetch.workers if prefetch is not None else Workers(run.get("jobs")) as workers:
         yield _Run.start(paths, settings, catalogue, run, workers), workers
 
 
@@ -162,9 +149,9 @@ def scan_paths(
         discovery, selected, progress = selection.project, selection.displays, started.progress
         pins = _pins(settings, cache)
         reuse = not run.get("overlay") and not read.unreadable
-        task = partial(_scan_job, catalogue=catalogue, enabled=enabled)
+        task = partial(scan_job, catalogue=catalogue, enabled=enabled)
         ahead = partial(
-            _scan_ahead, catalogue=catalogue, enabled=enabled, mode=request.mode,
+            scan_ahead, catalogue=catalogue, enabled=enabled, mode=request.mode,
             root=settings.root, override=settings.torch_xla_version,
         )  # fmt: skip
         workers.speculate(_undecided_likely(read, selected), ahead)  # (while it is decided)
@@ -226,9 +213,9 @@ def rewrite_paths(
             made=read.analysed,
         )  # fmt: skip
         layout.pins = _pins(settings, cache)
-        task = partial(_rewrite_job, catalogue=catalogue, enabled=enabled, request=request)
+        task = partial(rewrite_job, catalogue=catalogue, enabled=enabled, request=request)
         scripts = layout.python_jobs(work, unreadable, selected)
-        others = [j for j in work if j.kind not in _SCRIPT_KINDS and j.display in selected]
+        others = [j for j in work if j.kind not in SCRIPT_KINDS and j.display in selected]
         progress.start(len(scripts) + len(others), "rewriting")
         memo = ("rewrite", request)
         planned = layout.settle(scripts, task, workers, progress, memo)
@@ -300,21 +287,21 @@ class _Layout:
     @classmethod
     def of(
         cls,
-        work: list[_Job],
+        work: list[Job],
         discovery: Discovery,
         settings: Settings,
         catalogue: Catalogue,
         request: RewriteRequest,
-        workers: _Workers,
+        workers: Workers,
         kept: dict[str, bytes] | None = None,
         enabled: frozenset[str] | None = None,  # None: every rule
         recorder: decidedcache.Recorder | None = None,  # hears what deciding asks
         made: Mapping[str, Analysed | None] | None = None,  # the launchers analysed already
     ) -> _Layout:
-        if not _asks_precision(catalogue, enabled):
+        if not asks_precision(catalogue, enabled):
             return cls([], None, {})
         launchers = [job for job in work if kinds.analyses_launches(job.kind)]
-        analyse = partial(_analyse_job, catalogue=catalogue)
+        analyse = partial(analyse_job, catalogue=catalogue)
         done = workers.run(launchers, analyse, memo="analyse", known=made)
         analysed = [a for a in done if a is not None]
         if not any(launches_with_flag(a.analysis) for a in analysed):
@@ -372,9 +359,9 @@ class _Layout:
 
     def settle(
         self,
-        scripts: list[_Job],
-        task: Callable[[_Job], RewriteOutcome],
-        workers: _Workers,
+        scripts: list[Job],
+        task: Callable[[Job], RewriteOutcome],
+        workers: Workers,
         progress: Progress = SILENT,
         memo: object = None,
     ) -> list[RewriteOutcome]:
@@ -408,10 +395,10 @@ class _Layout:
     def hold(
         self,
         selected: frozenset[str],
-        scripts: list[_Job],
+        scripts: list[Job],
         planned: list[RewriteOutcome],
-        task: Callable[[_Job], RewriteOutcome],
-        workers: _Workers,
+        task: Callable[[Job], RewriteOutcome],
+        workers: Workers,
         memo: object = None,
     ) -> list[RewriteOutcome]:
         """Takes the recipes away from the units of the project the selection splits (their
@@ -474,17 +461,17 @@ class _Layout:
             edges = [e for e in edges if e.launcher in selected or set(e.scripts) & selected]
         return tuple(sorted(edges, key=lambda edge: (edge.launcher, edge.line)))
 
-    def script_jobs(self, work: list[_Job]) -> list[_Job]:
+    def script_jobs(self, work: list[Job]) -> list[Job]:
         """The launched scripts alone (what a scan needs planned to know its launchers' fate),
         with the bytes the run read of those among `work`."""
         return self.python_jobs(work, [], selected=frozenset())
 
     def python_jobs(
         self,
-        work: list[_Job],
+        work: list[Job],
         unreadable: list[FileError],
         selected: frozenset[str] | None = None,  # None: every file
-    ) -> list[_Job]:
+    ) -> list[Job]:
         """The flagged Python files and notebooks selected, and the launched scripts (read
         here): one not selected is planned too, to learn whether it takes its recipe."""
 
@@ -495,20 +482,20 @@ class _Layout:
         jobs = [
             job
             for job in work
-            if job.kind in _SCRIPT_KINDS and (chosen(job.display) or job.display in launched)
+            if job.kind in SCRIPT_KINDS and (chosen(job.display) or job.display in launched)
         ]
         known = {job.display for job in work}
         for path in sorted(launched):
             if path in known:
                 continue
-            read = _read(SourceFile(path, path, "python"))
+            read = read_file(SourceFile(path, path, "python"))
             if not isinstance(read, FileError):
-                jobs.append(_Job(path, read, "python"))
+                jobs.append(Job(path, read, "python"))
             elif chosen(path):
                 unreadable.append(read)
         return jobs
 
-    def with_contexts(self, jobs: list[_Job], mode: str | None = None) -> list[_Job]:
+    def with_contexts(self, jobs: list[Job], mode: str | None = None) -> list[Job]:
         """The jobs with their files' contexts (worded for `mode`, for a scan)."""
         return _contextual(jobs, self.contexts, self.pins, mode)
 
@@ -566,12 +553,12 @@ def _unapplied(outcome: RewriteOutcome, scripts: Collection[str]) -> str | None:
     return None
 
 
-def _undecided_likely(read: _Read, selected: Collection[str]) -> list[_Job]:
+def _undecided_likely(read: _Read, selected: Collection[str]) -> list[Job]:
     """The selected flagged Python files the project is unlikely to decide anything about:
     those naming no legacy flag (a launched script reads one, a launcher writes one)."""
     flags = read.prefilter.flag_names
     return [
-        _Job(source.display, data, source.kind)
+        Job(source.display, data, source.kind)
         for source, data in read.flagged
         if source.kind == "python"
         and data is not None
@@ -581,32 +568,21 @@ def _undecided_likely(read: _Read, selected: Collection[str]) -> list[_Job]:
 
 
 def _contextual(
-    jobs: list[_Job],
+    jobs: list[Job],
     contexts: Mapping[str, FileContext],
     pins: Pins | None,
     mode: str | None = None,
-) -> list[_Job]:
+) -> list[Job]:
     """The jobs with their files' contexts (worded for `mode`, for a scan), with the releases
     the project pins where a file names them."""
     chosen = [contexts.get(job.display, STANDALONE_PROJECT) for job in jobs]
     if mode is not None:
         chosen = [replace(context, mode=mode) for context in chosen]
     if pins is not None:
-        chosen = [_pinned(job, context, pins) for job, context in zip(jobs, chosen, strict=True)]
+        chosen = [
+            pinned_context(job, context, pins) for job, context in zip(jobs, chosen, strict=True)
+        ]
     return [replace(job, context=context) for job, context in zip(jobs, chosen, strict=True)]
-
-
-def _pinned(job: _Job, context: FileContext, pins: Pins) -> FileContext:
-    """The context with the torch-xla the file runs on (for a Python file naming it)."""
-    if job.kind == "yaml" and b"precision" in job.data:  # an NxDT config's release (XM105)
-        return replace(context, frameworks=pins.frameworks(Path(job.display)))
-    if job.kind not in _SCRIPT_KINDS:
-        return context
-    if framework_table().may_be_used(job.data, escaped=job.kind == "notebook"):  # (XM104)
-        context = replace(context, frameworks=pins.frameworks(Path(job.display)))
-    if b"torch_xla" not in job.data:
-        return context
-    return replace(context, torch_xla=pins.floor(Path(job.display)))
 
 
 def _decided(
@@ -614,7 +590,7 @@ def _decided(
     settings: Settings,
     catalogue: Catalogue,
     request: RewriteRequest,
-    workers: _Workers,
+    workers: Workers,
     read: _Read,
     enabled: frozenset[str],
     pins: Pins,
@@ -625,7 +601,7 @@ def _decided(
     learn which take their recipe) and kept for the next run."""
     cache = workers.cache
     where = None
-    if cache is not None and reuse and _asks_precision(catalogue, enabled):
+    if cache is not None and reuse and asks_precision(catalogue, enabled):
         where = decidedcache.Kept(cache)
     inputs: dict[str, decidedcache.Input] = {}
     if where is not None and cache is not None:
@@ -652,7 +628,7 @@ def _decided(
     layout.pins = pins
     if layout.project.scripts:
         planning = replace(request, plan_only=True)
-        plan = partial(_rewrite_job, catalogue=catalogue, enabled=enabled, request=planning)
+        plan = partial(rewrite_job, catalogue=catalogue, enabled=enabled, request=planning)
         layout.settle(layout.script_jobs(work), plan, workers, memo=("plan", planning))
     decided = layout.decided()
     if where is not None and recorder is not None:
@@ -679,7 +655,7 @@ def _reused(
     inputs: Mapping[str, decidedcache.Input],
     files: dict[str, str],
     read: _Read,
-    workers: _Workers,
+    workers: Workers,
     catalogue: Catalogue,
     enabled: frozenset[str],
     request: RewriteRequest,
@@ -708,27 +684,21 @@ def _reused(
         if not kept.answers_hold(display, data):
             return None
         if display in kept.scripts and data is not None:
-            scripts.append(job or _Job(display, data, "python"))
+            scripts.append(job or Job(display, data, "python"))
     launchers = [job for d, job in jobs.items() if d in kept.journal.launchers and job is not None]
-    analyse = partial(_analyse_job, catalogue=catalogue)
+    analyse = partial(analyse_job, catalogue=catalogue)
     fresh = workers.run(launchers, analyse, memo="analyse")
     for job, analysed in zip(launchers, fresh, strict=True):
         if decidedcache.launcher_summary(analysed) != kept.journal.launchers[job.display]:
             return None
     if scripts:
         planning = replace(request, plan_only=True)
-        plan = partial(_rewrite_job, catalogue=catalogue, enabled=enabled, request=planning)
+        plan = partial(rewrite_job, catalogue=catalogue, enabled=enabled, request=planning)
         jobs_in_context = _contextual(scripts, decided.contexts, pins)
         planned = workers.run(jobs_in_context, plan, memo=("plan", planning))
         if any(_unapplied(outcome, kept.scripts) is not None for outcome in planned):
             return None
     return replace(decided, analyses={a.path: a.analysis for a in fresh if a is not None})
-
-
-def _asks_precision(catalogue: Catalogue, enabled: frozenset[str] | None) -> bool:
-    """Whether the rules selected (None: every one) ask for the precision migration."""
-    recipe_rules = {catalogue.flags[flag].write_rule for flag in RECIPE_FLAGS}
-    return enabled is None or bool(enabled & recipe_rules)
 
 
 def _pins(settings: Settings, cache: RunCache | None) -> Pins:
@@ -745,7 +715,7 @@ def _read_display(files: dict[str, str], kept: dict[str, bytes], display: str) -
     path = files.get(display)
     if path is None:
         return None
-    read = _read(SourceFile(path, display, ""))
+    read = read_file(SourceFile(path, display, ""))
     return None if isinstance(read, FileError) else read
 
 
@@ -756,19 +726,6 @@ def _remembered(
     imports), remembered in the cache for the file's bytes: an unchanged file is not read."""
     path = files.get(display)
     return answer() if path is None else cast("_T", cache.piece(question, path, answer))
-
-
-def _analyse_job(job: _Job, catalogue: Catalogue) -> Analysed | None:
-    try:
-        with _collector_paused():
-            launcher = kinds.load_launcher(job.kind)
-            analysis = launcher.analyse_file(job.display, job.data, catalogue)
-    except Exception:  # the file's own plan reports the problem
-        return None
-    if analysis is None:
-        return None
-    text = job.data.decode("utf-8", "replace")
-    return Analysed(job.display, job.kind, text, analysis)
 
 
 @dataclass
@@ -785,7 +742,7 @@ class _Read:
     prefilter: Prefilter
     cache: RunCache | None = None
     analysed: dict[str, Analysed | None] = field(default_factory=dict)  # launchers, by the pool
-    _jobs: dict[str, _Job | None] = field(default_factory=dict)
+    _jobs: dict[str, Job | None] = field(default_factory=dict)
 
     @property
     def names(self) -> tuple[tuple[str, str], ...]:
@@ -796,7 +753,7 @@ class _Read:
     def kinds(self) -> frozenset[str]:
         return frozenset(source.kind for source, _ in self.flagged)
 
-    def work(self, chosen: Collection[str] | None = None) -> list[_Job]:
+    def work(self, chosen: Collection[str] | None = None) -> list[Job]:
         """The jobs of the flagged files (of those `chosen`; None: all), read where needed."""
         jobs = (
             self._job(source, data)
@@ -805,25 +762,25 @@ class _Read:
         )
         return [job for job in jobs if job is not None]
 
-    def job(self, display: str) -> _Job | None:
+    def job(self, display: str) -> Job | None:
         found = next(((s, d) for s, d in self.flagged if s.display == display), None)
         return None if found is None else self._job(*found)
 
-    def _job(self, source: SourceFile, data: bytes | None) -> _Job | None:
+    def _job(self, source: SourceFile, data: bytes | None) -> Job | None:
         if source.display in self._jobs:
             return self._jobs[source.display]
         job = None
         if data is not None:
-            job = _Job(source.display, data, source.kind)
+            job = Job(source.display, data, source.kind)
         else:  # (known unchanged and flagged: still flagged, unless it changed since)
-            read = _read(source)
+            read = read_file(source)
             if isinstance(read, FileError):
                 self.unreadable.append(read)
             else:
                 decide = partial(self.prefilter.may_have_findings, source.kind, read)
                 cache = self.cache
                 if cache is None or cache.flagged(source.location, source.kind, read, decide):
-                    job = _Job(source.display, read, source.kind)
+                    job = Job(source.display, read, source.kind)
         self._jobs[source.display] = job
         return job
 
@@ -834,13 +791,13 @@ def _flagged_files(
     enabled: frozenset[str] = frozenset(),
     cache: RunCache | None = None,
     overlay: Mapping[str, bytes] | None = None,
-    workers: _Workers | None = None,
-    prefetched: Mapping[str, _Prefetched] | None = None,
+    workers: Workers | None = None,
+    prefetched: Mapping[str, Prefetched] | None = None,
 ) -> _Read:
     """The files that mention a flag or a torch-xla API of the table, and those that could not
     be read. A file the cache knows unchanged is not read here: not at all where it was not
     flagged, when its job is asked for where it was. Where many bytes are to be read, the
-    workers read them (`_Workers.prefiltered`), and analyse the flagged launchers meanwhile;
+    workers read them (`Workers.prefiltered`), and analyse the flagged launchers meanwhile;
     `prefetched`: what they made of each file as the walk found it (`Prefetch`)."""
     prefilter = Prefilter(catalogue, enabled)
     unreadable = [
@@ -866,7 +823,7 @@ def _flagged_files(
                 if verdict:
                     files.append((source, None, True))
                 continue
-        read = _read(source) if given is None else given
+        read = read_file(source) if given is None else given
         if isinstance(read, FileError):
             unreadable.append(read)
             continue
@@ -877,7 +834,7 @@ def _flagged_files(
         now = prefilter.may_have_findings(source.kind, read) if given is not None else None
         files.append((source, read, now))
     undecided = [(s, data) for s, data, verdict in files if verdict is None and data is not None]
-    analyse = _asks_precision(catalogue, enabled)
+    analyse = asks_precision(catalogue, enabled)
     done = workers.prefiltered(undecided, catalogue, enabled, analyse) if workers else None
     decided = (
         {} if done is None else dict(zip((s.display for s, _ in undecided), done, strict=True))
@@ -903,7 +860,7 @@ def _flagged_files(
 
 def _prefetched_read(
     discovery: Discovery,
-    prefetched: Mapping[str, _Prefetched],
+    prefetched: Mapping[str, Prefetched],
     prefilter: Prefilter,
     unreadable: list[FileError],
 ) -> _Read:
@@ -916,7 +873,7 @@ def _prefetched_read(
     for source in discovery.files:
         made = prefetched.get(source.display)
         if made is None:
-            read = _read(source)
+            read = read_file(source)
             verdict = not isinstance(read, FileError) and prefilter.may_have_findings(
                 source.kind, read
             )
@@ -933,494 +890,6 @@ def _prefetched_read(
         if analysed_there:
             analysed[source.display] = analysis
     return _Read(flagged, unreadable, kept, prefilter, None, analysed)
-
-
-def _read(source: SourceFile) -> bytes | FileError:
-    try:
-        data = regular_file_bytes(source.location)
-    except OSError as error:
-        reason = error.strerror or str(error)
-        return FileError(source.display, None, f"could not read: {reason}")
-    if data is None:
-        return FileError(source.display, None, "could not read: not a regular file")
-    return data
-
-
-# What the workers made of a file the walk found: its bytes (where flagged; None where not)
-# or why it could not be read, the prefilter's verdict, the launcher analysis and whether one
-# was made (a flagged launcher's, where the run asks for the project).
-_Prefetched = tuple[bytes | FileError | None, bool, "Analysed | None", bool]
-# A walk that has found this many files starts the workers reading them (a smaller tree is
-# read in this process: a pool costs more than it saves), in batches of this many.
-_PREFETCH_AFTER_FILES = 1000
-_PREFETCH_BATCH = 96
-
-
-class Prefetch:
-    """A large tree's files read, prefiltered and (the flagged launchers) analysed by the
-    workers as the walk finds them (`found`, the walk's hook), instead of once it is done:
-    the walk, in this process, and the reading, in the workers, overlap. The workers are
-    started once the walk has found `_PREFETCH_AFTER_FILES` files; the run goes on with them
-    (`workers`). `results` waits for them: None where none was started."""
-
-    def __init__(self, catalogue: Catalogue, settings: Settings, jobs: int | None) -> None:
-        enabled = catalogue.select(settings.select, settings.ignore)
-        self.workers = _Workers(jobs)
-        self._task = partial(
-            _prefetched_slice,
-            catalogue=catalogue,
-            enabled=enabled,
-            analyse=_asks_precision(catalogue, enabled),
-        )
-        self._pending: list[SourceFile] = []
-        self._submitted: list[tuple[list[str], Future[list[_Prefetched]]]] = []
-        self._pool: ProcessPoolExecutor | None = None
-        self._off = False  # (no pool to be had: one worker, or no fork)
-
-    def found(self, source: SourceFile) -> None:
-        if self._off:
-            return
-        self._pending.append(source)
-        if self._pool is None:
-            if len(self._pending) < _PREFETCH_AFTER_FILES:
-                return
-            if (self.workers.jobs or os.cpu_count() or 1) <= 1 or "fork" not in _start_methods():
-                self._off, self._pending = True, []
-                return
-            self._pool = self.workers._started()
-        if len(self._pending) >= _PREFETCH_BATCH:
-            self._submit()
-
-    def results(self) -> dict[str, _Prefetched] | None:
-        if self._pool is None:
-            return None
-        if self._pending:
-            self._submit()
-        made: dict[str, _Prefetched] = {}
-        for displays, future in self._submitted:
-            with contextlib.suppress(Exception):  # (a batch that failed is read by the run)
-                made.update(zip(displays, future.result(), strict=True))
-        self._submitted = []
-        return made
-
-    def _submit(self) -> None:
-        """The files found and not yet sent, in batches (the first thousand: several)."""
-        assert self._pool is not None
-        pending, self._pending = self._pending, []
-        for start in range(0, len(pending), _PREFETCH_BATCH):
-            chunk = pending[start : start + _PREFETCH_BATCH]
-            batch = [(s.display, s.location, s.kind) for s in chunk]
-            try:
-                future = self._pool.submit(self._task, batch)
-            except (RuntimeError, OSError):  # (a broken pool, a failed fork: the run reads
-                return  # these itself)
-            self._submitted.append(([display for display, _, _ in batch], future))
-
-
-@contextlib.contextmanager
-def prefetching(
-    catalogue: Catalogue, settings: Settings, use_cache: bool, jobs: int | None
-) -> Iterator[Prefetch | None]:
-    """A `Prefetch` for a scan's walk, its workers shut down when done; None where the run
-    keeps a cache (which knows unchanged files by their stat: they are not read at all)."""
-    if use_cache and is_project_root(settings):
-        yield None
-        return
-    prefetch = Prefetch(catalogue, settings, jobs)
-    with prefetch.workers:
-        yield prefetch
-
-
-def _prefetched_slice(
-    batch: list[tuple[str, str, str]],
-    catalogue: Catalogue,
-    enabled: frozenset[str],
-    analyse: bool,
-) -> list[_Prefetched]:
-    """In a worker: each file of the batch read, prefiltered and, a flagged launcher, analysed
-    where `analyse` (a flagged file's bytes go back to the run; another's do not)."""
-    made: list[_Prefetched] = []
-    for display, location, kind in batch:
-        data = _read(SourceFile(location, display, kind))
-        if isinstance(data, FileError):
-            made.append((data, False, None, False))
-            continue
-        verdict, analysis, analysed = _prefiltered(display, kind, data, catalogue, enabled, analyse)
-        made.append((data if verdict else None, verdict, analysis, analysed))
-    return made
-
-
-class _Workers:
-    """The worker processes of one run: started when a phase first has enough to parse (or,
-    in a large tree, to prefilter), and kept for the phases after it (a pool costs 50-90 ms to
-    start). What the run's flagged kinds need for both tasks is imported before forking, so
-    every worker inherits it; a pool started to prefilter imports it in each worker."""
-
-    def __init__(
-        self, jobs: int | None, kinds: Collection[str] = (), cache: RunCache | None = None
-    ) -> None:
-        self.jobs = jobs
-        self.cache = cache
-        self.kinds = sorted(kinds)
-        self._pool: ProcessPoolExecutor | None = None
-        self._speculation: Speculation[_Job, _Ahead] | None = None
-
-    def __enter__(self) -> _Workers:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._pool is not None:
-            # Not waiting for the workers to exit (some 80 ms of a large tree's scan, their
-            # heaps unmapped): they have nothing left to do, and the command's process ends
-            # with os._exit, which takes them along (`_exit_with`).
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
-
-    def run(
-        self,
-        work: list[_Job],
-        task: Callable[[_Job], _Result],
-        progress: Progress = SILENT,
-        memo: object = None,
-        known: Mapping[str, _Result] | None = None,
-    ) -> list[_Result]:
-        """`task` of every job: in this process, or in the pool when there is enough to
-        parse. `progress` hears of each job done. With `memo` (what the task is, beyond the
-        job: its name, its request), results are looked up in the cache and kept there.
-        `known`: results of the task made already, by the jobs' display paths."""
-        if known:
-            computed = iter(
-                self.run([j for j in work if j.display not in known], task, progress, memo)
-            )
-            made = [job for job in work if job.display in known]
-            if memo is not None and self.cache is not None:  # (kept as those computed are)
-                for job in made:
-                    key = self.cache.key(memo, job.display, job.kind, job.data, job.context)
-                    if key is not None and not _crashed(known[job.display]):
-                        self.cache.put(key, known[job.display])
-            progress.advance(len(made))
-            return [known[j.display] if j.display in known else next(computed) for j in work]
-        if memo is None or self.cache is None:
-            return self._computed(work, task, progress)
-        cache = self.cache
-        keys = [cache.key(memo, job.display, job.kind, job.data, job.context) for job in work]
-        found = [MISS if key is None else cache.get(key) for key in keys]
-        progress.advance(sum(value is not MISS for value in found))
-        missing = [job for job, value in zip(work, found, strict=True) if value is MISS]
-        computed = iter(self._computed(missing, task, progress))
-        results: list[_Result] = []
-        for key, value in zip(keys, found, strict=True):
-            if value is MISS:
-                value = next(computed)
-                if key is not None and not _crashed(value):
-                    cache.put(key, value)
-            results.append(cast("_Result", value))
-        return results
-
-    def prefiltered(
-        self,
-        files: list[tuple[SourceFile, bytes]],
-        catalogue: Catalogue,
-        enabled: frozenset[str],
-        analyse: bool,
-    ) -> list[tuple[bool, Analysed | None]] | None:
-        """Each file's prefilter verdict and, for a flagged launcher, its analysis (`analyse`:
-        whether the run asks for it), decided by the workers; None where this process is to
-        decide (too few bytes to be worth a pool, one job, or no fork to hand the bytes to
-        the workers without sending them: the pool is started here, its workers inherit
-        them)."""
-        workers = self.jobs or os.cpu_count() or 1
-        total = sum(len(data) for _, data in files)
-        if workers <= 1 or total < _PREFILTER_POOL_BYTES or self._pool is not None:
-            return None
-        if "fork" not in _start_methods():  # (multiprocessing imported only for a large tree)
-            return None
-        global _INHERITED
-        _INHERITED = [(s.display, s.kind, data) for s, data in files]
-        try:
-            pool = self._started()
-            task = partial(_prefilter_slice, catalogue=catalogue, enabled=enabled, analyse=analyse)
-            slices = _slices([len(data) for _, data in files], workers * 16)
-            return [found for part in pool.map(task, slices) for found in part]
-        finally:
-            _INHERITED = []  # (the workers keep theirs)
-
-    def speculate(self, jobs: list[_Job], task: Callable[[_Job], _Ahead]) -> None:
-        """Starts `task` of these jobs in the pool a large tree's prefilter started, in the
-        time the project's deciding leaves it idle (`speculated` takes the results); nothing
-        where no pool was started."""
-        if self._pool is None or not jobs:
-            return
-        from xlamigrate.speculation import Speculation
-
-        workers = self.jobs or os.cpu_count() or 1
-        largest_first = sorted(jobs, key=lambda job: -len(job.data))
-        self._speculation = Speculation(
-            self._pool, task, largest_first, key=_display, in_flight=workers + 1
-        )
-
-    def speculated(self) -> dict[str, _Ahead]:
-        """The results `speculate` got done, by display path (the jobs it did not start are
-        left to be run)."""
-        if self._speculation is None:
-            return {}
-        taken, self._speculation = self._speculation.taken(), None
-        return {cast("str", display): result for display, (_, result) in taken.items()}
-
-    def _computed(
-        self, work: list[_Job], task: Callable[[_Job], _Result], progress: Progress
-    ) -> list[_Result]:
-        workers = min(self.jobs or os.cpu_count() or 1, len(work))
-        if workers <= 1 or sum(len(job.data) for job in work) < _POOL_MIN_BYTES:
-            return [_advanced(task(job), progress) for job in work]
-        pool = self._started()
-        # The largest files first, in small chunks: no worker is left with a large file while
-        # the other waits (results come back in the work's order).
-        order = sorted(range(len(work)), key=lambda index: -len(work[index].data))
-        chunksize = max(1, len(work) // (workers * 16))
-        results: list[_Result | None] = [None] * len(work)
-        speculating = self._speculation
-        with speculating.paused() if speculating is not None else contextlib.nullcontext():
-            done = pool.map(task, [work[index] for index in order], chunksize=chunksize)
-            for index, result in zip(order, done, strict=True):
-                results[index] = _advanced(result, progress)
-        return cast("list[_Result]", results)
-
-    def _started(self) -> ProcessPoolExecutor:
-        """The pool (its processes start as work needs them, up to `jobs`)."""
-        if self._pool is None:
-            import multiprocessing  # (a run whose files are few never starts a pool)
-            from concurrent.futures import ProcessPoolExecutor
-
-            context = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
-            if context.get_start_method() == "fork":
-                for kind in self.kinds:
-                    for name in ("scan", "rewrite"):
-                        kinds.preload(kind, name)  # loaded once here, inherited
-            self._pool = ProcessPoolExecutor(
-                max_workers=self.jobs or os.cpu_count() or 1,
-                mp_context=context,
-                initializer=_exit_with,
-                initargs=(os.getpid(),),
-            )
-        return self._pool
-
-
-# The files the workers prefilter, as this process read them: set before the pool forks, so
-# the workers inherit the bytes instead of being sent them (`_Workers.prefiltered`).
-_INHERITED: list[tuple[str, str, bytes]] = []
-# A tree's bytes worth prefiltering in the pool (the prefilter reads some 150 MB/s a core).
-_PREFILTER_POOL_BYTES = 8 << 20
-_PREFILTERS: dict[frozenset[str], Prefilter] = {}  # a process's, by the rules enabled
-
-
-def _display(job: _Job) -> str:
-    return job.display
-
-
-def _prefilter_slice(
-    bounds: tuple[int, int], catalogue: Catalogue, enabled: frozenset[str], analyse: bool
-) -> list[tuple[bool, Analysed | None]]:
-    """In a worker: the verdicts of the inherited files in [start, stop), with the analysis
-    of each flagged launcher where `analyse`."""
-    found: list[tuple[bool, Analysed | None]] = []
-    for display, kind, data in _INHERITED[bounds[0] : bounds[1]]:
-        verdict, made, _ = _prefiltered(display, kind, data, catalogue, enabled, analyse)
-        found.append((verdict, made))
-    return found
-
-
-def _prefiltered(
-    display: str,
-    kind: str,
-    data: bytes,
-    catalogue: Catalogue,
-    enabled: frozenset[str],
-    analyse: bool,
-) -> tuple[bool, Analysed | None, bool]:
-    """In a worker: a file's prefilter verdict and, a flagged launcher where `analyse`, its
-    analysis (and whether one was made)."""
-    if not _prefilter(catalogue, enabled).may_have_findings(kind, data):
-        return False, None, False
-    if not (analyse and kinds.analyses_launches(kind)):
-        return True, None, False
-    return True, _analyse_job(_Job(display, data, kind), catalogue), True
-
-
-def _prefilter(catalogue: Catalogue, enabled: frozenset[str]) -> Prefilter:
-    """The process's prefilter for the rules enabled (made once)."""
-    prefilter = _PREFILTERS.get(enabled)
-    if prefilter is None:
-        prefilter = _PREFILTERS[enabled] = Prefilter(catalogue, enabled)
-    return prefilter
-
-
-def _slices(sizes: list[int], count: int) -> list[tuple[int, int]]:
-    """[start, stop) bounds cutting the items into about `count` runs of equal bytes."""
-    target = max(1, sum(sizes) // count)
-    slices, start, held = [], 0, 0
-    for index, size in enumerate(sizes):
-        held += size
-        if held >= target:
-            slices.append((start, index + 1))
-            start, held = index + 1, 0
-    if start < len(sizes):
-        slices.append((start, len(sizes)))
-    return slices
-
-
-def _start_methods() -> list[str]:
-    import multiprocessing
-
-    return multiprocessing.get_all_start_methods()
-
-
-def _crashed(result: object) -> bool:
-    """Whether the task crashed on the file (a result not worth keeping: it may not again)."""
-    errors = getattr(result, "errors", ())
-    return any(error.message.startswith("internal error") for error in errors)
-
-
-def _advanced(result: _Result, progress: Progress) -> _Result:
-    progress.advance()
-    return result
-
-
-def _exit_with(parent: int) -> None:
-    """In a worker: exit once `parent` is gone (a CI timeout's SIGKILL leaves no chance to shut
-    the pool down). Linux asks the kernel for a signal; elsewhere a thread watches the parent."""
-    import signal  # (here: a start-up cost only the workers pay)
-    import threading
-
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0:
-                if os.getppid() != parent:  # it died before the request took effect
-                    os._exit(1)
-                return
-        except (OSError, AttributeError):
-            pass
-    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
-
-
-def _watch_parent(parent: int) -> None:
-    while os.getppid() == parent:
-        time.sleep(_PARENT_POLL_SECONDS)
-    os._exit(1)
-
-
-def scan_source(
-    path: str,
-    data: bytes,
-    kind: str,
-    catalogue: Catalogue,
-    enabled: frozenset[str],
-    context: FileContext = STANDALONE,
-) -> FileResult:
-    """Scans one file's bytes as the given kind ("python", "shell", "dotenv"...)."""
-    with _collector_paused():
-        return kinds.load(kind).scan(FileTask(path, data, catalogue, enabled, context))
-
-
-def rewrite_source(
-    path: str,
-    data: bytes,
-    kind: str,
-    catalogue: Catalogue,
-    enabled: frozenset[str],
-    mode: str | RewriteRequest,
-    unsafe_fixes: bool = False,
-    context: FileContext = STANDALONE,
-) -> RewriteOutcome:
-    """Plans the rewrite of one file's bytes as the given kind, alone (a launcher's writes stay
-    unless `context` says what became of the scripts it starts); writes nothing."""
-    request = mode if isinstance(mode, RewriteRequest) else RewriteRequest(mode, unsafe_fixes)
-    with _collector_paused():
-        return kinds.load(kind).rewrite(FileTask(path, data, catalogue, enabled, context), request)
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector, paused while one file is analysed: a syntax tree is
-    millions of young objects, and each full collection walks all of them, so with it running
-    a file's cost grew faster than its size (20,000 lines took 13-20x the time of 2,000, and a
-    fifth of libcst's time went to it). What the file left behind is collected afterwards."""
-    running = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if running:
-            gc.enable()
-
-
-def _scan_job(job: _Job, catalogue: Catalogue, enabled: frozenset[str]) -> FileResult:
-    try:
-        if not _may_find_here(job, catalogue, enabled):
-            return FileResult(job.display)
-        if kinds.analyses_launches(job.kind):  # the project's word on its enabling writes
-            launcher = kinds.load_launcher(job.kind)
-            with _collector_paused():
-                task = FileTask(job.display, job.data, catalogue, enabled, job.context)
-                return launcher.scan(task, job.analysis)
-        return scan_source(job.display, job.data, job.kind, catalogue, enabled, job.context)
-    except Exception as crash:  # one bad file must not end the run: report it and go on
-        return FileResult(job.display, errors=(_crash(job, crash),))
-
-
-def _may_find_here(job: _Job, catalogue: Catalogue, enabled: frozenset[str]) -> bool:
-    """Whether a flagged script may have a finding in its project: where the prefilter may have
-    passed it for a framework option, it is asked again with the releases the project pins for
-    it (its context's), in which the option may not act (not on XLA, say). Such a file, with
-    nothing else to find (most of a framework's own examples and tests), is not parsed: its
-    scan finds nothing, and its rewrite changes nothing unless it is to get a recipe (which
-    `_rewrite_job` asks first)."""
-    if job.kind not in _SCRIPT_KINDS:
-        return True
-    escaped = job.kind == "notebook"
-    if not framework_table().may_be_used(job.data, escaped):
-        return True  # (its verdict was not the option's: it stands)
-    pinned = dict(job.context.frameworks)
-    return _prefilter(catalogue, enabled).may_have_findings(job.kind, job.data, pinned)
-
-
-# A scan made ahead of the project's decisions, with the context it was made in.
-_Ahead = tuple[FileContext, FileResult]
-_AHEAD_PINS: dict[tuple[Path, Version | None], Pins] = {}  # a worker's, by root and override
-
-
-def _scan_ahead(
-    job: _Job,
-    catalogue: Catalogue,
-    enabled: frozenset[str],
-    mode: str,
-    root: Path,
-    override: Version | None,
-) -> _Ahead:
-    """In a worker: the scan of a file the project decides nothing for, in that context (the
-    project's pins read here, as the parent reads them), with it."""
-    pins = _AHEAD_PINS.get((root, override))
-    if pins is None:
-        pins = _AHEAD_PINS[(root, override)] = Pins(root, override)
-    context = _pinned(job, replace(STANDALONE_PROJECT, mode=mode), pins)
-    return context, _scan_job(replace(job, context=context), catalogue, enabled)
-
-
-def _rewrite_job(
-    job: _Job, catalogue: Catalogue, enabled: frozenset[str], request: RewriteRequest
-) -> RewriteOutcome:
-    try:
-        context = job.context
-        if context.reads_against is None and not _may_find_here(job, catalogue, enabled):
-            return RewriteOutcome(job.display, job.data, None)  # (no recipe to put in it)
-        return rewrite_source(
-            job.display, job.data, job.kind, catalogue, enabled, request, context=context
-        )
-    except Exception as crash:
-        return RewriteOutcome(job.display, job.data, None, errors=(_crash(job, crash),))
 
 
 def _pointed(outcome: RewriteOutcome, whole: RewriteOutcome, command: str) -> RewriteOutcome:
@@ -1448,12 +917,6 @@ def _recipe_problems(
         for f in outcome.remaining
         if f.code in RECIPE_PROBLEMS and (enabled is None or f.code in enabled)
     )
-
-
-def _crash(job: _Job, crash: Exception) -> FileError:
-    if isinstance(crash, RecursionError):
-        return FileError(job.display, None, "could not parse: nesting too deep")
-    return FileError(job.display, None, f"internal error: {type(crash).__name__}: {crash}")
 
 
 def _report(files_scanned: int, files_parsed: int, results: Sequence[FileResult]) -> ScanReport:

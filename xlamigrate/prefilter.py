@@ -4,7 +4,7 @@ part of its dotted name) and no framework option that sets a flag (the framework
 call taking the option, the option passed) cannot have a finding, so it is never parsed. Names
 are whole words (textwords.py): `xla_device_hw` is no use of `xla_device`. A file the walk
 passed for a framework option alone is asked again once the project's pins for it are known
-(engine.py, before its scan): an option that cannot act there (not on XLA, or in no release the
+(jobs.py, before its scan): an option that cannot act there (not on XLA, or in no release the
 pins allow) does not get it parsed either."""
 
 from __future__ import annotations

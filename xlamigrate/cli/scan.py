@@ -56,9 +56,10 @@ def add_arguments(parser: Parser) -> None:
 
 
 def run(args: Namespace) -> int:
-    from xlamigrate.engine import prefetching, scan_paths
+    from xlamigrate.engine import scan_paths
     from xlamigrate.recipes import DEFAULT_MODE
     from xlamigrate.selection import named_files
+    from xlamigrate.workers import prefetching
 
     output_format: str = args.output_format
     use_cache = not args.no_cache
