@@ -5,8 +5,11 @@ scan), and the same report as in one process."""
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +156,46 @@ def test_the_workers_read_a_large_trees_files_as_its_walk_finds_them(
     assert pooled.launches == alone.launches
     assert pooled.errors == alone.errors
     assert not hasattr(os, "mkfifo") or any(e.path == "pipe.py" for e in pooled.errors)
+
+
+# A large tree's scan as the CLI runs it, in a process of its own: which of the planner's
+# modules that process loaded, and what it found.
+_SCANNED_APART = """
+import json, sys
+from pathlib import Path
+from tests.test_engine_workers import _prefetched_scan
+from xlamigrate.catalogue import load_catalogue
+report, _ = _prefetched_scan(Path("."), load_catalogue(), jobs=2, after=10)
+planner = [m for m in sys.modules if m.startswith("xlamigrate.kinds.python.plan")]
+print(json.dumps({"planner": planner, "findings": [f.sort_key for f in report.findings]}))
+"""
+
+
+def test_the_workers_plan_the_launched_scripts_of_a_large_tree(
+    big_project: Path, catalogue: Catalogue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the walk has started the workers, the launched scripts are planned there, however
+    few their bytes: the run's own process never loads the planner (some 0.1 s of imports a
+    process), and finds what one process finds."""
+    for index in range(10):  # (enough files for the walk to start the workers)
+        (big_project / f"plain{index}.py").write_text(f"print({index})\n")
+    monkeypatch.chdir(big_project)
+    settings = load_settings([Path(".")], catalogue)
+    alone = engine.scan_paths([Path(".")], settings, catalogue, jobs=1)
+    assert any(f.code == "XM101" for f in alone.findings)  # (a launched script, planned)
+    root = Path(__file__).resolve().parent.parent
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", _SCANNED_APART], capture_output=True, text=True, env=env,
+        check=True,
+    )  # fmt: skip
+    scanned = json.loads(result.stdout)
+    assert not result.stderr, result.stderr
+    assert scanned["planner"] == []
+    assert scanned["findings"] == json.loads(json.dumps([f.sort_key for f in alone.findings]))
 
 
 def test_a_small_tree_is_read_by_the_run_itself(

@@ -110,8 +110,8 @@ STAGES: dict[str, tuple[str, ...]] = {
         "kinds.python.markers", "kinds.textaccess", "kinds.unreadtable", "launchtable",
         "masterweights", "modelowners", "nesting", "neuronflags", "nxdttable",
         "optimizer_facts", "optimizerfactories", "progress", "project", "project.model",
-        "project.platform", "recipes", "releasetable", "request", "results", "ruleexamples",
-        "rulesdata", "settingvalues", "suppression", "textwords", "xlavariables",
+        "project.platform", "recipeproblems", "recipes", "releasetable", "request", "results",
+        "ruleexamples", "rulesdata", "settingvalues", "suppression", "textwords", "xlavariables",
     ),
     "analyse": (
         "discover", "kinds.dockerfile.analysis", "kinds.dockerfile.commands",

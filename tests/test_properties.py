@@ -40,7 +40,8 @@ from libcst.metadata import MetadataWrapper, ScopeProvider
 
 from xlamigrate.catalogue import load_catalogue
 from xlamigrate.engine import rewrite_source, scan_source
-from xlamigrate.kinds.python.rewrite import MODES, RECIPE_PROBLEMS
+from xlamigrate.kinds.python.rewrite import MODES
+from xlamigrate.recipeproblems import RECIPE_PROBLEMS
 from xlamigrate.results import FileResult, Finding, RewriteOutcome
 
 _HEALTH = [HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large]

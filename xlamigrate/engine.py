@@ -44,6 +44,7 @@ from xlamigrate.project.launchers import launches_with_flag
 from xlamigrate.project.model import Analysed, Project
 from xlamigrate.project.pins import Pins
 from xlamigrate.project.units import split_units, together, units
+from xlamigrate.recipeproblems import RECIPE_PROBLEMS
 from xlamigrate.request import DEFAULT_MODE, FileContext, RewriteRequest
 from xlamigrate.results import (
     FileError,
@@ -910,8 +911,6 @@ def _recipe_problems(
 ) -> tuple[Finding, ...]:
     """What kept a script's recipe from going in whole (no model found, no forward pass), of
     the rules selected."""
-    from xlamigrate.kinds.python.planner import RECIPE_PROBLEMS
-
     return tuple(
         f
         for f in outcome.remaining

@@ -184,9 +184,11 @@ class Workers:
         memo: object = None,
         known: Mapping[str, _Result] | None = None,
     ) -> list[_Result]:
-        """`task` of every job: in this process, or in the pool when there is enough to
-        parse. `progress` hears of each job done. With `memo` (what the task is, beyond the
-        job: its name, its request), results are looked up in the cache and kept there.
+        """`task` of every job: in the pool where one is started (its workers hold what the
+        task loads: this process need not load it for a few files) or there is enough to
+        parse, else in this process. `progress` hears of each job done. With `memo` (what the
+        task is, beyond the job: its name, its request), results are looked up in the cache
+        and kept there.
         `known`: results of the task made already, by the jobs' display paths."""
         if known:
             computed = iter(
@@ -271,7 +273,10 @@ class Workers:
         self, work: list[Job], task: Callable[[Job], _Result], progress: Progress
     ) -> list[_Result]:
         workers = min(self.jobs or os.cpu_count() or 1, len(work))
-        if workers <= 1 or sum(len(job.data) for job in work) < POOL_MIN_BYTES:
+        if not work or (
+            self._pool is None
+            and (workers <= 1 or sum(len(job.data) for job in work) < POOL_MIN_BYTES)
+        ):
             return [_advanced(task(job), progress) for job in work]
         pool = self._started()
         # The largest files first, in small chunks: no worker is left with a large file while

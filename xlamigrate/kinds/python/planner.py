@@ -42,7 +42,6 @@ from xlamigrate.kinds.python.conditions import (
 from xlamigrate.kinds.python.envaccess import EnvAccess, FlagMention
 from xlamigrate.kinds.python.plan import Plan
 from xlamigrate.kinds.python.planstate import (
-    CONDITION_NOT_EXPRESSIBLE,
     RemovedWrite,
     after_imports,
     after_imports_in,
@@ -53,17 +52,8 @@ from xlamigrate.kinds.python.planstate import (
     under,
 )
 from xlamigrate.kinds.python.reads import ReadPlan, float32_spelling, read_outcomes
-from xlamigrate.kinds.python.recipe_steps.autocast import (
-    FORWARD_PASS_NOT_LOCATED,
-    MODEL_CAST_BY_SCRIPT,
-    AutocastStep,
-)
-from xlamigrate.kinds.python.recipe_steps.cast import (
-    MODEL_NOT_IDENTIFIED,
-    OPTIMIZER_NOT_IDENTIFIED,
-    OPTIMIZER_NOT_WRAPPABLE,
-    CastStep,
-)
+from xlamigrate.kinds.python.recipe_steps.autocast import AutocastStep
+from xlamigrate.kinds.python.recipe_steps.cast import CastStep
 from xlamigrate.kinds.python.recipe_steps.environment import EnvironmentStep
 from xlamigrate.kinds.python.recipe_steps.float64 import Float64Step
 from xlamigrate.kinds.python.training import (
@@ -72,20 +62,12 @@ from xlamigrate.kinds.python.training import (
 )
 from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING
 from xlamigrate.project.model import Configuration, ScriptRecipe
+from xlamigrate.recipeproblems import RECIPE_PROBLEMS
 from xlamigrate.results import Finding, Fix
 
 _Item = TypeVar("_Item")
 _GATE_FUNCTION = "bf16_recipe"  # "the recipe is on", where read in a launched function
 FLAG_SET_AFTER_DEVICE_START = "XM411"  # turned on after the device started: it never acted
-# What keeps a step of the recipe out of the script.
-RECIPE_PROBLEMS = (
-    MODEL_NOT_IDENTIFIED,
-    FORWARD_PASS_NOT_LOCATED,
-    CONDITION_NOT_EXPRESSIBLE,
-    OPTIMIZER_NOT_IDENTIFIED,
-    OPTIMIZER_NOT_WRAPPABLE,
-    MODEL_CAST_BY_SCRIPT,
-)
 
 
 class Planner(EnvironmentStep, CastStep, AutocastStep, Float64Step):

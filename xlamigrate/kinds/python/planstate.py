@@ -33,11 +33,10 @@ from xlamigrate.kinds.python.training import (
 )
 from xlamigrate.modelowners import model_owner
 from xlamigrate.neuronflags import NEURON_CC_FLAGS, STOCHASTIC_ROUNDING
+from xlamigrate.recipeproblems import CONDITION_NOT_EXPRESSIBLE
 from xlamigrate.request import FileContext, RewriteRequest
 from xlamigrate.results import Finding, Span
 
-# The rule the planner emits where a step cannot go in under the condition it needs.
-CONDITION_NOT_EXPRESSIBLE = "XM403"
 _BARE_PARENTS = (ast.If, ast.While, ast.IfExp, ast.Assert, ast.Assign, ast.Return)
 
 

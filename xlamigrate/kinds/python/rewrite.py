@@ -30,9 +30,6 @@ from xlamigrate.kinds.python.planner import (
     Planner,
     kept_enabling,
 )
-from xlamigrate.kinds.python.planner import (
-    RECIPE_PROBLEMS as RECIPE_PROBLEMS,
-)
 from xlamigrate.kinds.python.planstate import after_imports
 from xlamigrate.kinds.python.recipe_steps.float64 import FLOAT64_UNDER_DOWNCAST
 from xlamigrate.kinds.python.source import PythonFile, parse_failure, parsed_python

@@ -20,11 +20,9 @@ from xlamigrate.kinds.python.training import (
     Node,
     Statement,
 )
+from xlamigrate.recipeproblems import FORWARD_PASS_NOT_LOCATED, MODEL_CAST_BY_SCRIPT
 
 _AUTOCAST = 'torch.autocast(dtype=torch.bfloat16, device_type="xla")'
-# The rules this step emits, by the names rules/ gives them.
-FORWARD_PASS_NOT_LOCATED = "XM402"
-MODEL_CAST_BY_SCRIPT = "XM410"
 
 
 class AutocastStep(PlannerState):

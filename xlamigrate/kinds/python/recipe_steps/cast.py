@@ -14,11 +14,7 @@ from xlamigrate.kinds.python.conditions import (
     expressible_at,
     expression,
 )
-from xlamigrate.kinds.python.planstate import (
-    CONDITION_NOT_EXPRESSIBLE,
-    PlannerState,
-    under,
-)
+from xlamigrate.kinds.python.planstate import PlannerState, under
 from xlamigrate.kinds.python.training import (
     Line,
     Node,
@@ -31,12 +27,14 @@ from xlamigrate.kinds.python.training import (
 from xlamigrate.masterweights import MasterWeightsOption, master_weights_option
 from xlamigrate.optimizer_facts import UNWRAPPABLE
 from xlamigrate.optimizerfactories import OptimizerFactory, Zero1Switch, optimizer_factory
+from xlamigrate.recipeproblems import (
+    CONDITION_NOT_EXPRESSIBLE,
+    MODEL_NOT_IDENTIFIED,
+    OPTIMIZER_NOT_IDENTIFIED,
+    OPTIMIZER_NOT_WRAPPABLE,
+)
 
 RUNTIME = "xlamigrate_runtime"
-# The rules this step emits, by the names rules/ gives them.
-MODEL_NOT_IDENTIFIED = "XM401"
-OPTIMIZER_NOT_IDENTIFIED = "XM406"
-OPTIMIZER_NOT_WRAPPABLE = "XM408"
 
 
 class CastStep(PlannerState):
