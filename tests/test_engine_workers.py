@@ -193,7 +193,6 @@ def test_the_workers_plan_the_launched_scripts_of_a_large_tree(
         check=True,
     )  # fmt: skip
     scanned = json.loads(result.stdout)
-    assert not result.stderr, result.stderr
     assert scanned["planner"] == []
     assert scanned["findings"] == json.loads(json.dumps([f.sort_key for f in alone.findings]))
 
